@@ -1,0 +1,99 @@
+"""The public Python API: `Assistant` ties settings, index, retrieval and answering together.
+
+    from assistant import Assistant
+    a = Assistant.from_settings()
+    a.retrieve("question", k=5); a.ask("question", history=[...]); a.stream("question")
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .config import BUNDLED_CORPUS, Settings
+from .embed import embedding_identity, make_embedder
+from .errors import IndexMismatchError
+from .index import IndexReport, build_index, corpus_fingerprint
+from .load import load_papers
+from .retrieve import HybridRetriever
+from .store import Store
+from .types import Paper, Passage
+
+Notify = Callable[[str], None]
+
+
+def resolve_corpus(settings: Settings, store: Store) -> list[Path]:
+    """The corpus files: as set, else what the index was built from, else the bundled lists."""
+    if settings.corpus:
+        return [Path(p) for p in settings.corpus]
+    info = store.info()
+    if info is not None and info.corpus and all(Path(p).is_file() for p in info.corpus):
+        return [Path(p) for p in info.corpus]
+    return sorted(BUNDLED_CORPUS.glob("*.txt"))
+
+
+class Assistant:
+    """Question answering over a paper collection with verified citations."""
+
+    def __init__(self, settings: Settings, store: Store, embedder: Any, papers: list[Paper]) -> None:
+        self.settings = settings
+        self.store = store
+        self.embedder = embedder
+        self.papers = papers
+        self.by_id = {p.id: p for p in papers}
+        self.retriever = HybridRetriever(settings, store, embedder, self.by_id)
+        self.timings: dict[str, float] = {}
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings | None = None, notify: Notify | None = None, progress: Any = None, **overrides: Any
+    ) -> Assistant:
+        """Open (and if needed build or update) the index described by `settings`.
+
+        The index builds itself on first use; when the corpus changed, only changed papers
+        are re-embedded. An index built with another embedding model is an error.
+        """
+        started = time.perf_counter()
+        settings = settings or Settings(**overrides)
+        say = notify or (lambda message: None)
+        store = Store(settings)
+        corpus = resolve_corpus(settings, store)
+        papers = load_papers(corpus)
+        model, _ = embedding_identity(settings)
+        info = store.info()
+        if info is not None and info.chunks and info.embedding_model != model:
+            store.require(model)  # raises IndexMismatchError with the rebuild hint
+        embedder = make_embedder(settings)
+        if info is None or not info.chunks or info.fingerprint != corpus_fingerprint(papers, settings):
+            say("Building the index (first run)…" if info is None or not info.chunks else "Corpus changed: updating the index…")
+            report = build_index(papers, corpus, settings, store, embedder, progress=progress)
+            say(f"Indexed {report.papers} papers ({report.embedded_chunks} chunks embedded) in {report.seconds:.1f} s.")
+        assistant = cls(settings, store, embedder, papers)
+        assistant.timings["startup"] = time.perf_counter() - started
+        return assistant
+
+    def retrieve(self, question: str, k: int | None = None, source: str | None = None) -> list[Passage]:
+        """Ranked papers for `question`, one entry per paper (optionally from one corpus file)."""
+        return self.retriever.retrieve(question, k=k or self.settings.k, source=source)
+
+    @property
+    def sources(self) -> list[str]:
+        return self.retriever.sources
+
+
+def reindex(settings: Settings, paths: list[Path] | None = None, rebuild: bool = False, progress: Any = None) -> IndexReport:
+    """Index `paths` (or the current corpus); used by `assistant index`."""
+    store = Store(settings)
+    corpus = paths or resolve_corpus(settings, store)
+    papers = load_papers(corpus)
+    if not rebuild:
+        model, _ = embedding_identity(settings)
+        info = store.info()
+        if info is not None and info.chunks and info.embedding_model != model:
+            raise IndexMismatchError(
+                f"The index was built with '{info.embedding_model}', the settings ask for '{model}'. "
+                "Run `assistant index --rebuild` to rebuild it with the new model."
+            )
+    return build_index(papers, corpus, settings, store, make_embedder(settings), rebuild=rebuild, progress=progress)

@@ -1,0 +1,150 @@
+"""Command line: a thin layer over the Python API (`assistant --help`).
+
+Settings come from `ASSISTANT_*` environment variables and the flags below; errors are
+turned into one readable line and a non-zero exit code here, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .config import Settings
+from .errors import AssistantError
+
+EXAMPLES = """examples:
+  assistant index                      build or update the index of the bundled ICML 2026 abstracts
+  assistant index my_papers.jsonl --rebuild
+  assistant papers                     list the indexed papers
+  assistant retrieve "Which method reaches 5M tokens of context?"
+environment: every setting is also an ASSISTANT_* variable, e.g. ASSISTANT_CHROMA_HOST,
+ASSISTANT_LLM_BASE_URL, ASSISTANT_LLM_MODEL (see README)."""
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {}
+    for name in ("index_dir", "chroma_host", "chroma_port"):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    return Settings(**overrides)
+
+
+def _progress_bar() -> Callable[[int, int], None]:
+    from tqdm import tqdm
+
+    bar: dict[str, Any] = {}
+
+    def update(done: int, total: int) -> None:
+        if "bar" not in bar:
+            bar["bar"] = tqdm(total=total, unit="chunk", desc="Embedding", file=sys.stderr, disable=total == 0)
+        bar["bar"].n = done
+        bar["bar"].refresh()
+        if done >= total:
+            bar["bar"].close()
+
+    return update
+
+
+def _open(settings: Settings) -> Any:
+    from .api import Assistant
+
+    return Assistant.from_settings(settings, notify=lambda m: print(m, file=sys.stderr), progress=_progress_bar())
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from .api import reindex
+
+    report = reindex(_settings(args), [Path(p) for p in args.paths] or None, args.rebuild, progress=_progress_bar())
+    print(
+        f"Indexed {report.papers} papers, {report.chunks} chunks "
+        f"({report.embedded_papers} papers / {report.embedded_chunks} chunks embedded, "
+        f"{report.deleted_chunks} stale chunks removed) in {report.seconds:.1f} s."
+    )
+    return 0
+
+
+def cmd_papers(args: argparse.Namespace) -> int:
+    assistant = _open(_settings(args))
+    if args.json:
+        print(json.dumps([{k: getattr(p, k) for k in ("id", "title", "source", "ordinal")} for p in assistant.papers], indent=1))
+        return 0
+    width = min(50, max(len(p.title) for p in assistant.papers))
+    for paper in assistant.papers:
+        print(f"{paper.id:28} {paper.title[:width]:{width}}  {paper.source} #{paper.ordinal}")
+    print(f"{len(assistant.papers)} papers", file=sys.stderr)
+    return 0
+
+
+def cmd_retrieve(args: argparse.Namespace) -> int:
+    assistant = _open(_settings(args))
+    hits = assistant.retrieve(args.question, k=args.k, source=args.source)
+    if args.json:
+        rows = [
+            {"rank": i, "id": h.paper.id, "title": h.paper.title, "source": h.paper.source, "ordinal": h.paper.ordinal,
+             "score": h.score, "dense": h.dense_score, "bm25": h.keyword_score, "text": h.text}
+            for i, h in enumerate(hits, 1)
+        ]
+        print(json.dumps(rows, indent=1, ensure_ascii=False))
+        return 0
+    for rank, hit in enumerate(hits, 1):
+        print(f"{rank}. {hit.paper.title}  ({hit.paper.source} #{hit.paper.ordinal})  score {hit.score:.3f}")
+        print(f"   {hit.text[:240]}{'…' if len(hit.text) > 240 else ''}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="assistant",
+        description="A reading assistant for research papers: answers questions about a paper collection, "
+        "citing the paper behind every claim. Works offline with embedded models.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--index-dir", type=Path, help="folder of the embedded Chroma store (default: index/store)")
+    common.add_argument("--chroma-host", help="use a Chroma server at this host instead of the embedded store")
+    common.add_argument("--chroma-port", type=int, help="port of the Chroma server (default 8000)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("index", parents=[common], help="build or update the index", description="Chunk, embed and store "
+                       "the corpus. Only new or changed papers are embedded; --rebuild starts from scratch.")
+    p.add_argument("paths", nargs="*", help="corpus files (.txt paper lists or .jsonl); default: the current corpus")
+    p.add_argument("--rebuild", action="store_true", help="rebuild from scratch (the old index stays usable until done)")
+    p.set_defaults(run=cmd_index)
+
+    p = sub.add_parser("papers", parents=[common], help="list the indexed papers (id, title, source)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run=cmd_papers)
+
+    p = sub.add_parser("retrieve", parents=[common], help="rank papers for a question (no LLM)")
+    p.add_argument("question")
+    p.add_argument("-k", "--k", type=int, default=5, help="number of papers (default 5)")
+    p.add_argument("--source", help="only papers from this corpus file name")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run=cmd_retrieve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except AssistantError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # output piped into `head` and closed early: not an error
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Settings: one pydantic-settings object, built at each entry point and passed down.
+
+Every field can be set by argument or by an `ASSISTANT_<NAME>` environment variable
+(for example `ASSISTANT_CHROMA_HOST=127.0.0.1`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_CORPUS = PROJECT_ROOT / "index"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ASSISTANT_", extra="forbid")
+
+    # Corpus and index
+    corpus: list[Path] = Field(
+        default_factory=list,
+        description="Corpus files (.txt paper lists or .jsonl); empty means what the index was built from, "
+        "else the bundled ICML 2026 lists in index/.",
+    )
+    index_dir: Path = Field(PROJECT_ROOT / "index" / "store", description="Folder of the embedded Chroma store.")
+    collection: str = Field("papers", description="Chroma collection name.")
+    chroma_host: str | None = Field(None, description="Chroma server host; unset uses the embedded store.")
+    chroma_port: int = Field(8000, description="Chroma server port.")
+    chroma_timeout: float = Field(10.0, description="Seconds to wait for a Chroma server.")
+
+    # Chunking and embeddings
+    chunk_size: int = Field(96, ge=16, le=2048, description="Chunk size in tiktoken tokens.")
+    chunk_overlap: int = Field(16, ge=0, le=512, description="Overlap between chunks in tokens.")
+    embedding: str = Field(
+        "minilm",
+        description="'minilm' (local all-MiniLM-L6-v2, ONNX) or 'openai:<model>' (needs OPENAI_API_KEY).",
+    )
+    embed_batch_size: int = Field(64, ge=1, le=2048, description="Texts per embedding batch.")
+    cache_dir: Path = Field(Path.home() / ".cache" / "icml-assistant", description="Where assembled models live.")
+
+    # Retrieval
+    k: int = Field(5, ge=1, le=50, description="Papers returned by retrieval.")
+    candidates: int = Field(20, ge=1, le=200, description="Chunks fetched from each retriever before fusion.")
+    dense_weight: float = Field(0.8, ge=0.0, le=1.0, description="Weight of the dense side in score fusion.")
+    fusion: Literal["score", "rrf", "dense", "bm25"] = Field("score", description="How dense and BM25 are fused.")
+    min_relevance: float = Field(0.25, description="Below this dense similarity nothing is relevant (refusal).")
+
+    # LLM
+    llm_base_url: str | None = Field(None, description="OpenAI-compatible server URL; unset starts the local model.")
+    llm_model: str = Field("local", description="Model name sent to the server (e.g. gpt-4o-mini).")
+    llm_api_key: str | None = Field(None, description="API key; falls back to OPENAI_API_KEY.")
+    llm_backend: Literal["local", "openai", "server"] = Field(
+        "local", description="'local' (embedded llama.cpp), 'openai', or 'server' (llm_base_url)."
+    )
+    gguf_path: Path | None = Field(None, description="Your own GGUF file for the local server.")
+    llm_threads: int = Field(2, ge=1, le=64, description="CPU threads of the local model.")
+    llm_context: int = Field(4096, ge=512, le=131072, description="Context window of the local model in tokens.")
+    llm_timeout: float = Field(120.0, gt=0, description="Seconds before an LLM request is abandoned.")
+    llm_start_timeout: float = Field(180.0, gt=0, description="Seconds to wait for the local server to load.")
+    max_answer_tokens: int = Field(256, ge=16, le=4096, description="Upper bound on generated tokens.")
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+
+    # Answering
+    context_papers: int = Field(3, ge=1, le=20, description="Papers placed in the prompt.")
+    sentences_per_paper: int = Field(3, ge=1, le=20, description="Best sentences of each paper in the prompt.")
+    max_question_tokens: int = Field(400, ge=16, le=8192, description="Longer questions are truncated.")
+    support_threshold: float = Field(0.55, description="Similarity above which a source sentence supports a claim.")
+
+    # UI
+    host: str = Field("127.0.0.1", description="Address the chat UI binds to.")
+    port: int = Field(7860, description="Port of the chat UI.")
+    username: str | None = Field(None, description="UI login; required when binding beyond loopback.")
+    password: str | None = Field(None, description="UI password; required when binding beyond loopback.")

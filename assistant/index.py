@@ -1,0 +1,113 @@
+"""Index: chunk papers, embed what changed, and write it to the store.
+
+Indexing is incremental: a paper whose text (or chunking/embedding settings) is unchanged
+keeps its vectors; a changed paper is re-embedded; a removed paper is deleted. Chunk ids
+are stable and writes are upserts, so indexing twice changes nothing. `rebuild=True`
+writes a new generation that replaces the old one only once complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import TextNode
+
+from .chunk import chunk_papers
+from .config import Settings
+from .embed import embedding_identity
+from .errors import IndexMismatchError
+from .store import Store
+from .types import Paper
+
+Progress = Callable[[int, int], None]  # (chunks embedded so far, chunks to embed)
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    papers: int
+    chunks: int
+    embedded_papers: int
+    embedded_chunks: int
+    deleted_chunks: int
+    seconds: float
+    collection: str
+
+
+def fingerprint(nodes: list[TextNode]) -> str:
+    """Identifies the indexed corpus: changes when any paper or chunking setting changes."""
+    pairs = sorted({(n.metadata["paper_id"], n.metadata["paper_hash"]) for n in nodes})
+    return hashlib.sha1(repr(pairs).encode()).hexdigest()[:16]
+
+
+def corpus_fingerprint(papers: list[Paper], settings: Settings) -> str:
+    return fingerprint(chunk_papers(papers, settings))
+
+
+def build_index(
+    papers: list[Paper],
+    corpus: list[Path],
+    settings: Settings,
+    store: Store,
+    embedder: BaseEmbedding,
+    rebuild: bool = False,
+    progress: Progress | None = None,
+) -> IndexReport:
+    """Bring the store in line with `papers`, embedding only what is new or changed."""
+    started = time.perf_counter()
+    model, dim = embedding_identity(settings)
+    nodes = chunk_papers(papers, settings)
+    collection = None if rebuild else store.active()
+    if collection is not None:
+        recorded = (collection.metadata or {}).get("embedding_model")
+        if recorded != model:
+            raise IndexMismatchError(
+                f"The index was built with '{recorded}', the settings ask for '{model}'. "
+                "Run `assistant index --rebuild` to rebuild it with the new model."
+            )
+    fresh = collection is None
+    if fresh:
+        if dim is None:  # remote embedders: learn the dimension from one real vector
+            dim = len(embedder.get_text_embedding("dimension probe"))
+        collection = store.new_generation(model, dim)
+
+    stored = store.paper_hashes(collection)
+    wanted = {n.metadata["paper_id"]: n.metadata["paper_hash"] for n in nodes}
+    todo = [n for n in nodes if stored.get(n.metadata["paper_id"], ("", []))[0] != n.metadata["paper_hash"]]
+    keep_ids = {n.node_id for n in nodes}
+    stale = [
+        chunk_id
+        for paper_id, (digest, ids) in stored.items()
+        for chunk_id in ids
+        if paper_id not in wanted or (digest != wanted[paper_id] and chunk_id not in keep_ids)
+    ]
+
+    # Embed in batches sorted by length (less padding), writing each batch as it completes
+    # so a crash loses at most one batch of work.
+    todo.sort(key=lambda n: len(n.text))
+    batch = settings.embed_batch_size
+    if progress:
+        progress(0, len(todo))
+    for start in range(0, len(todo), batch):
+        part = todo[start : start + batch]
+        vectors = embedder.get_text_embedding_batch([n.text for n in part])
+        store.upsert(collection, part, vectors)
+        if progress:
+            progress(min(start + batch, len(todo)), len(todo))
+    store.delete(collection, stale)
+    store.mark_complete(collection, fingerprint(nodes), [str(p) for p in corpus])
+    if fresh:
+        store.activate(collection)
+    return IndexReport(
+        papers=len(papers),
+        chunks=len(nodes),
+        embedded_papers=len({n.metadata["paper_id"] for n in todo}),
+        embedded_chunks=len(todo),
+        deleted_chunks=len(stale),
+        seconds=time.perf_counter() - started,
+        collection=collection.name,
+    )

@@ -1,0 +1,230 @@
+"""Load papers: parse corpus files (paper-list .txt or .jsonl) into `Paper` values.
+
+A `.txt` paper list has a title line, then one abstract per non-empty line. A `.jsonl`
+file has one object per line with `abstract` (required), `title`, `authors`, `url`, `venue`.
+A paper's id is derived from its file name and 1-based position, so ids survive rebuilds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+from .errors import CorpusError
+from .types import Paper
+
+MAX_FILE_BYTES = 200 * 1024 * 1024
+
+# LaTeX commands whose argument is kept as plain text.
+_TEXT_COMMANDS = r"textbf|textit|emph|text|mathrm|mathbf|mathit|mathcal|mathbb|widetilde|tilde|hat|bar|url|operatorname"
+_SYMBOLS = {
+    r"\times": "×", r"\cdot": "·", r"\sim": "~", r"\approx": "≈", r"\leq": "≤", r"\le": "≤",
+    r"\geq": "≥", r"\ge": "≥", r"\neq": "≠", r"\infty": "∞", r"\pm": "±", r"\to": "→",
+    r"\rightarrow": "→", r"\alpha": "α", r"\beta": "β", r"\gamma": "γ", r"\delta": "δ",
+    r"\Delta": "Δ", r"\epsilon": "ε", r"\varepsilon": "ε", r"\eta": "η", r"\theta": "θ",
+    r"\lambda": "λ", r"\mu": "μ", r"\pi": "π", r"\rho": "ρ", r"\sigma": "σ", r"\tau": "τ",
+    r"\phi": "φ", r"\omega": "ω", r"\Omega": "Ω", r"\sqrt": "√", r"\log": "log", r"\min": "min",
+    r"\max": "max", r"\left": "", r"\right": "", r"\%": "%", r"\&": "&", r"\_": "_",
+}
+_SYMBOL_RE = re.compile("|".join(re.escape(k) + r"(?![A-Za-z])" for k in sorted(_SYMBOLS, key=len, reverse=True)))
+
+
+def clean_markup(text: str) -> str:
+    """Turn the LaTeX and Markdown markup of abstracts into readable plain text.
+
+    Hand-written because abstracts mix inline LaTeX with Markdown emphasis in ways no
+    converter handles as a whole; the rules cover what paper abstracts actually use.
+    """
+    out = text
+    out = re.sub(r"\\frac\{([^{}]*)\}\{([^{}]*)\}", r"\1/\2", out)
+    for _ in range(3):  # nested commands such as \widetilde{\mathcal{O}}
+        out = re.sub(r"\\(?:%s)\{([^{}]*)\}" % _TEXT_COMMANDS, r"\1", out)
+    out = _SYMBOL_RE.sub(lambda m: _SYMBOLS[m.group(0)], out)
+    out = re.sub(r"\^\{([^{}]*)\}", r"^\1", out)
+    out = re.sub(r"_\{([^{}]*)\}", r"_\1", out)
+    out = re.sub(r"\$([^$]*)\$", r"\1", out)  # drop math delimiters, keep the content
+    out = re.sub(r"\*\*([^*]+?)\*\*", r"\1", out)  # Markdown bold (also **I**n-context)
+    out = re.sub(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])", r"\1", out)  # Markdown italics
+    out = re.sub(r"(?<![\w_])_([^_\s][^_]*?)_(?![\w_])", r"\1", out)  # Markdown _italics_
+    out = re.sub(r"``|''", '"', out)  # LaTeX quotes
+    out = re.sub(r"\\([A-Za-z]+)", r"\1", out)  # any command left: keep its name as text
+    out = out.replace("{", "").replace("}", "")
+    out = re.sub(r"(\d)\s+×", r"\1×", out)
+    return re.sub(r"\s+", " ", out).strip()
+
+
+# Words that look like names but are not a paper's own method.
+_NOT_NAMES = {
+    "LLM", "LLMs", "AI", "RL", "SOTA", "CNN", "CNNs", "KV", "GPU", "GPUs", "MoE", "ICL", "UQ",
+    "We", "Our", "This", "The", "In", "To", "A", "An", "It", "However", "Transformer", "Transformers",
+    "RAG", "MLLMs", "MLLM", "LVLMs", "LVLM", "DiTs", "DiT", "BGs", "TDD", "RLVR", "STEM", "ML", "NLP",
+    "FCL", "GFT", "RS", "ERM", "SGD", "LLaMA", "Qwen", "GPT", "ImageNet", "CIFAR", "Shapley", "Markov",
+    "Monte", "Carlo", "Boltzmann", "Earth", "Lp", "TPR", "FPR", "OOD", "MDP", "MDPs", "VLM", "VLMs",
+}
+_TRIGGER = re.compile(
+    r"\b(?:propose|proposes|introduce|introduces|present|presents|develop|develops|called|named|dubbed|termed|coined)\b",
+    re.IGNORECASE,
+)
+_NAME = re.compile(r"(?<![\w-])([A-Z][A-Za-z0-9^]*(?:-[A-Za-z0-9]+)*)(?![\w-])")
+
+
+def _looks_like_name(token: str) -> bool:
+    if token in _NOT_NAMES or len(token) < 2:
+        return False
+    capitals = sum(c.isupper() for c in token)
+    return capitals >= 2 or any(c.isdigit() for c in token) or "-" in token or token[1:].islower()
+
+
+def derive_title(text: str) -> str:
+    """A short human label: the method the abstract names, else a gist of what it proposes.
+
+    Hand-written (no library names methods in abstracts): in the first "we propose /
+    introduce" sentence, name-like tokens ("Vegas", "SySRs", "Dem-HEC") compete; recurring
+    in the abstract, coming first, and being a short form in parentheses right after the
+    verb all count.
+    """
+    sentences = split_sentences(text)
+    counts = Counter(m.group(1) for m in _NAME.finditer(text))
+    for sentence in sentences:
+        trigger = _TRIGGER.search(sentence)
+        if not trigger:
+            continue
+        tail = sentence[trigger.end():]
+        scores: dict[str, float] = {}
+        for match in _NAME.finditer(tail):
+            token = match.group(1)
+            if token in scores or not _looks_like_name(token) or (token[1:].islower() and counts[token] < 2):
+                continue
+            # "(SySRs)" right after "we propose Synchronized Successive Rejects" names the method;
+            # a parenthesised term far from the verb usually names a concept it uses.
+            early = len(tail[: match.start()].split()) <= 12
+            in_parens = tail[max(0, match.start() - 1): match.start()] == "(" and tail[match.end(): match.end() + 1] == ")"
+            scores[token] = 3 * (early and in_parens) + min(counts[token], 2) - 0.6 * len(scores)
+        if scores:
+            return max(scores, key=lambda token: scores[token])
+    for sentence in sentences:
+        trigger = _TRIGGER.search(sentence)
+        if trigger:
+            gist = re.sub(r"^(?:a|an|the|two|our)\s+", "", sentence[trigger.end():].strip(" ,:"), flags=re.IGNORECASE)
+            break
+    else:
+        gist = sentences[0] if sentences else text
+    words = re.sub(r"[^\w\s-]", "", gist).split()
+    title = " ".join(words[:8]) + ("…" if len(words) > 8 else "")
+    return title[:1].upper() + title[1:]
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z$*(\[\\\"'])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split an abstract into sentences (abbreviations such as 'e.g.' stay joined)."""
+    parts = _SENTENCE_END.split(text.strip())
+    merged: list[str] = []
+    for part in parts:
+        if merged and re.search(r"\b(?:e\.g|i\.e|et al|vs|cf|Fig|Eq|resp)\.$", merged[-1]):
+            merged[-1] = f"{merged[-1]} {part}"
+        else:
+            merged.append(part)
+    return [p for p in merged if p.strip()]
+
+
+def paper_id(source: str, ordinal: int) -> str:
+    """Stable id from file name and position: readable prefix plus a short hash."""
+    digest = hashlib.sha1(f"{source}#{ordinal}".encode()).hexdigest()[:8]
+    stem = re.sub(r"[^A-Za-z0-9]+", "-", Path(source).stem)[:12].strip("-")
+    return f"{stem}-{ordinal:03d}-{digest}"
+
+
+def make_paper(source: str, ordinal: int, abstract: str, title: str = "", **extra: str) -> Paper:
+    text = clean_markup(abstract)
+    return Paper(
+        id=paper_id(source, ordinal),
+        source=source,
+        ordinal=ordinal,
+        title=clean_markup(title) if title else derive_title(text),
+        abstract=abstract,
+        text=text,
+        **extra,
+    )
+
+
+def _read_text(path: Path) -> str:
+    if not path.is_file():
+        raise CorpusError(f"{path}: no such corpus file. Check the path or run `assistant papers` to list what is indexed.")
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise CorpusError(f"{path}: file is larger than {MAX_FILE_BYTES // 2**20} MB; split it into smaller files.")
+    data = path.read_bytes()
+    if b"\x00" in data[:8192]:
+        raise CorpusError(f"{path}: looks like a binary file, not a text paper list.")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise CorpusError(f"{path}, line {line}: not valid UTF-8 text. Re-save the file as UTF-8.") from exc
+
+
+def _load_txt(path: Path, raw: str) -> list[Paper]:
+    lines = raw.splitlines()
+    papers: list[Paper] = []
+    for number, line in enumerate(lines[1:], start=2):
+        abstract = line.strip()
+        if not abstract:
+            continue
+        if len(abstract.split()) < 5:
+            raise CorpusError(
+                f"{path}, line {number}: '{abstract[:60]}' is too short to be an abstract "
+                "(expected a title line, then one abstract per line)."
+            )
+        papers.append(make_paper(path.name, len(papers) + 1, abstract))
+    return papers
+
+
+def _load_jsonl(path: Path, raw: str) -> list[Paper]:
+    papers: list[Paper] = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{path}, line {number}: invalid JSON ({exc.msg}).") from exc
+        if not isinstance(record, dict):
+            raise CorpusError(f"{path}, line {number}: expected a JSON object with an 'abstract' field.")
+        abstract = record.get("abstract")
+        if not isinstance(abstract, str) or not abstract.strip():
+            raise CorpusError(f"{path}, line {number}: no 'abstract' (every line needs a non-empty 'abstract' string).")
+        extra = {key: str(record[key]) for key in ("authors", "url", "venue") if record.get(key)}
+        if isinstance(record.get("authors"), list):
+            extra["authors"] = ", ".join(map(str, record["authors"]))
+        papers.append(make_paper(path.name, len(papers) + 1, " ".join(abstract.split()), str(record.get("title") or ""), **extra))
+    return papers
+
+
+def load_file(path: Path) -> list[Paper]:
+    """Parse one corpus file; raises CorpusError naming the file and line on bad input."""
+    path = Path(path)
+    raw = _read_text(path)
+    papers = _load_jsonl(path, raw) if path.suffix.lower() == ".jsonl" else _load_txt(path, raw)
+    if not papers:
+        raise CorpusError(f"{path}: contains no abstracts (expected a title line, then one abstract per line).")
+    return papers
+
+
+def load_papers(paths: Iterable[Path]) -> list[Paper]:
+    """Parse every corpus file, in the order given; file names must be unique."""
+    papers: list[Paper] = []
+    seen: set[str] = set()
+    for path in paths:
+        path = Path(path)
+        if path.name in seen:
+            raise CorpusError(f"{path}: another corpus file has the same name; paper ids derive from file names.")
+        seen.add(path.name)
+        papers.extend(load_file(path))
+    if not papers:
+        raise CorpusError("No corpus files given. Pass paper lists (.txt or .jsonl) to `assistant index`.")
+    return papers

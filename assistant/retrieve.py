@@ -1,0 +1,123 @@
+"""Retrieve: hybrid search (Chroma dense + BM25 keyword), fused per paper.
+
+Both retrievers are llama-index's (`VectorStoreIndex` over the Chroma store, `BM25Retriever`
+built once over the stored chunks). Fusion is ours: we fuse at the paper level (best chunk
+per paper on each side) and keep each side's raw score, which the answer stage needs for
+its relevance check and which `QueryFusionRetriever` does not expose.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import Stemmer
+from llama_index.core import VectorStoreIndex
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.vector_stores import ExactMatchFilter, MetadataFilters
+from llama_index.retrievers.bm25 import BM25Retriever
+
+from .config import Settings
+from .errors import QuestionError
+from .store import Store
+from .types import Paper, Passage
+
+_RRF_K = 60  # the constant of the original reciprocal-rank-fusion paper
+
+
+@dataclass
+class _Side:
+    score: float
+    rank: int
+    text: str
+
+
+class HybridRetriever:
+    """Dense + BM25 retrieval over the active index, one ranked entry per paper."""
+
+    def __init__(self, settings: Settings, store: Store, embedder: BaseEmbedding, papers: dict[str, Paper]) -> None:
+        self.settings = settings
+        self.papers = papers
+        self.embedder = embedder
+        self.index = VectorStoreIndex.from_vector_store(store.vector_store(), embed_model=embedder)
+        nodes = store.nodes()
+        self.sources = sorted({str(n.metadata["source"]) for n in nodes})
+        # bm25s logs a warning per query for tokens absent from the corpus; that is expected.
+        logging.getLogger("bm25s").setLevel(logging.ERROR)
+        self.bm25 = BM25Retriever.from_defaults(
+            nodes=nodes, stemmer=Stemmer.Stemmer("english"), language="english",
+            similarity_top_k=min(len(nodes), settings.candidates * 3),
+        )
+
+    def _dense(self, query: QueryBundle, source: str | None, n: int) -> list[NodeWithScore]:
+        filters = MetadataFilters(filters=[ExactMatchFilter(key="source", value=source)]) if source else None
+        return self.index.as_retriever(similarity_top_k=n, filters=filters).retrieve(query)
+
+    def _keyword(self, query: QueryBundle, source: str | None) -> list[NodeWithScore]:
+        hits = self.bm25.retrieve(query)
+        return [h for h in hits if source is None or h.node.metadata.get("source") == source]
+
+    @staticmethod
+    def _best_per_paper(hits: list[NodeWithScore], cosine: bool) -> dict[str, _Side]:
+        best: dict[str, _Side] = {}
+        for hit in hits:
+            paper_id = str(hit.node.metadata["paper_id"])
+            # The Chroma integration reports exp(-distance); with cosine distance that is exp(cos - 1).
+            score = 1.0 + math.log(max(hit.score or 0.0, 1e-12)) if cosine else float(hit.score or 0.0)
+            if paper_id not in best or score > best[paper_id].score:
+                best[paper_id] = _Side(score, 0, hit.node.get_content())
+        for rank, paper_id in enumerate(sorted(best, key=lambda p: -best[p].score), start=1):
+            best[paper_id].rank = rank
+        return best
+
+    def retrieve(self, question: str, k: int | None = None, source: str | None = None, fusion: str | None = None) -> list[Passage]:
+        """The `k` best papers for `question`, best first (optionally only from corpus file `source`)."""
+        question = question.strip()
+        if not question:
+            raise QuestionError("The question is empty. Type a question about the papers.")
+        if source is not None and source not in self.sources:
+            raise QuestionError(f"Unknown source file '{source}'. Indexed files: {', '.join(self.sources)}.")
+        k = k or self.settings.k
+        fusion = fusion or self.settings.fusion
+        query = QueryBundle(query_str=question, embedding=self.embedder.get_query_embedding(question))
+        n = max(self.settings.candidates, k * 3)
+        dense = self._best_per_paper(self._dense(query, source, n), cosine=True) if fusion != "bm25" else {}
+        keyword = self._best_per_paper(self._keyword(query, source), cosine=False) if fusion != "dense" else {}
+        scores = self._fuse(dense, keyword, fusion)
+        ranked = sorted(scores, key=lambda p: -scores[p])[:k]
+        passages = []
+        for paper_id in ranked:
+            side = dense.get(paper_id) or keyword[paper_id]
+            passages.append(
+                Passage(
+                    paper=self.papers[paper_id],
+                    text=side.text,
+                    score=round(scores[paper_id], 4),
+                    dense_score=round(dense[paper_id].score, 4) if paper_id in dense else 0.0,
+                    keyword_score=round(keyword[paper_id].score, 4) if paper_id in keyword else 0.0,
+                )
+            )
+        return passages
+
+    def _fuse(self, dense: dict[str, _Side], keyword: dict[str, _Side], fusion: str) -> dict[str, float]:
+        if fusion == "dense":
+            return {p: s.score for p, s in dense.items()}
+        if fusion == "bm25":
+            return {p: s.score for p, s in keyword.items()}
+        if fusion == "rrf":
+            papers = set(dense) | set(keyword)
+            return {
+                p: sum(1.0 / (_RRF_K + side[p].rank) for side in (dense, keyword) if p in side) for p in papers
+            }
+        # Score-aware fusion: dense cosine kept on its own scale (it is comparable across
+        # queries), BM25 scaled by the query's best BM25 score; weighted toward dense.
+        w = self.settings.dense_weight
+        top = max((s.score for s in keyword.values()), default=0.0) or 1.0
+        papers = set(dense) | set(keyword)
+        floor = min((s.score for s in dense.values()), default=0.0)
+        return {
+            p: w * (dense[p].score if p in dense else floor) + (1 - w) * (keyword[p].score / top if p in keyword else 0.0)
+            for p in papers
+        }
