@@ -8,10 +8,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .answer import AnswerEngine
 from .config import BUNDLED_CORPUS, Settings
 from .embed import embedding_identity, make_embedder
 from .errors import IndexMismatchError
@@ -19,7 +20,7 @@ from .index import IndexReport, build_index, corpus_fingerprint
 from .load import load_papers
 from .retrieve import HybridRetriever
 from .store import Store
-from .types import Paper, Passage
+from .types import Answer, Paper, Passage
 
 Notify = Callable[[str], None]
 
@@ -45,6 +46,16 @@ class Assistant:
         self.by_id = {p.id: p for p in papers}
         self.retriever = HybridRetriever(settings, store, embedder, self.by_id)
         self.timings: dict[str, float] = {}
+        self.notify: Notify = lambda message: None
+        self.engine = AnswerEngine(settings, self.retriever, embedder, self._connect_llm)
+
+    def _connect_llm(self) -> Any:
+        from .llm import connect
+
+        mark = time.perf_counter()
+        llm = connect(self.settings, progress=self.notify)
+        self.timings["llm_start"] = time.perf_counter() - mark
+        return llm
 
     @classmethod
     def from_settings(
@@ -71,6 +82,8 @@ class Assistant:
             report = build_index(papers, corpus, settings, store, embedder, progress=progress)
             say(f"Indexed {report.papers} papers ({report.embedded_chunks} chunks embedded) in {report.seconds:.1f} s.")
         assistant = cls(settings, store, embedder, papers)
+        if notify:
+            assistant.notify = notify
         assistant.timings["startup"] = time.perf_counter() - started
         return assistant
 
@@ -78,9 +91,36 @@ class Assistant:
         """Ranked papers for `question`, one entry per paper (optionally from one corpus file)."""
         return self.retriever.retrieve(question, k=k or self.settings.k, source=source)
 
+    def ask(
+        self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None
+    ) -> Answer:
+        """A short answer whose every claim cites its paper, or an honest refusal."""
+        return self.engine.ask(question, history=history, k=k, source=source)
+
+    def stream(
+        self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None
+    ) -> Iterator[str | Answer]:
+        """Draft tokens as they are generated, then the final verified `Answer`."""
+        return self.engine.stream(question, history=history, k=k, source=source)
+
+    @property
+    def llm(self) -> Any:
+        """The connected language model (started on first use)."""
+        return self.engine.llm
+
     @property
     def sources(self) -> list[str]:
         return self.retriever.sources
+
+    def close(self) -> None:
+        """Stop the local LLM server, if this assistant started one."""
+        self.engine.close()
+
+    def __enter__(self) -> Assistant:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def reindex(settings: Settings, paths: list[Path] | None = None, rebuild: bool = False, progress: Any = None) -> IndexReport:

@@ -68,6 +68,10 @@ class Settings(BaseSettings):
     sentences_per_paper: int = Field(3, ge=1, le=20, description="Best sentences of each paper in the prompt.")
     max_question_tokens: int = Field(400, ge=16, le=8192, description="Longer questions are truncated.")
     support_threshold: float = Field(0.55, description="Similarity above which a source sentence supports a claim.")
+    extractive_threshold: float = Field(
+        0.5, description="When the model declines but the best paper is this similar, answer from its sentences."
+    )
+    history_turns: int = Field(6, ge=0, le=50, description="Earlier messages used to understand a follow-up.")
 
     # UI
     host: str = Field("127.0.0.1", description="Address the chat UI binds to.")

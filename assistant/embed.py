@@ -125,3 +125,13 @@ def make_embedder(settings: Settings) -> BaseEmbedding:
     if not key:
         raise ModelError(f"Embedding '{name}' needs OPENAI_API_KEY (or ASSISTANT_LLM_API_KEY).")
     return OpenAIEmbedding(model=name.split(":", 1)[1], api_key=key, embed_batch_size=settings.embed_batch_size)
+
+
+def encode(embedder: BaseEmbedding, texts: list[str]) -> np.ndarray:
+    """Unit vectors for `texts` from any llama-index embedder (batched, one call per batch)."""
+    if isinstance(embedder, MiniLMEmbedding):
+        return embedder.encode(texts)
+    if not texts:
+        return np.zeros((0, 1), dtype=np.float32)
+    vectors = np.asarray(embedder.get_text_embedding_batch(texts), dtype=np.float32)
+    return vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)

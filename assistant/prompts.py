@@ -1,0 +1,51 @@
+"""Prompts: templates kept as files in `prompts/`, loaded once and checked for their variables.
+
+The refusal sentinel lives here, shared by the system prompt (which tells the model to
+reply with it) and the answer stage (which recognises it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from llama_index.core.prompts import PromptTemplate
+
+from .config import PROJECT_ROOT
+from .errors import AssistantError
+
+PROMPTS_DIR = PROJECT_ROOT / "prompts"
+REFUSAL_SENTINEL = "NOT_IN_SOURCES"
+
+# file name -> the variables the template must use, exactly
+EXPECTED = {
+    "system.txt": {"refusal"},
+    "answer.txt": {"sources", "question"},
+    "condense.txt": {"history", "question"},
+    "refusal.txt": {"closest"},
+}
+
+
+@dataclass(frozen=True)
+class Prompts:
+    system: PromptTemplate
+    answer: PromptTemplate
+    condense: PromptTemplate
+    refusal: PromptTemplate
+
+
+def load_prompts(folder: Path = PROMPTS_DIR) -> Prompts:
+    """Read every template and check it uses exactly the variables the code fills in."""
+    templates = {}
+    for name, expected in EXPECTED.items():
+        path = folder / name
+        if not path.is_file():
+            raise AssistantError(f"Prompt file {path} is missing; restore it from the repository.")
+        template = PromptTemplate(path.read_text(encoding="utf-8").strip())
+        found = set(template.template_vars)
+        if found != expected:
+            raise AssistantError(
+                f"Prompt file {path} uses variables {sorted(found)} but must use exactly {sorted(expected)}."
+            )
+        templates[name.removesuffix(".txt")] = template
+    return Prompts(**templates)
