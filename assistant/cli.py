@@ -15,12 +15,15 @@ from typing import Any
 
 from .config import Settings
 from .errors import AssistantError
+from .load import clean_markup
 
 EXAMPLES = """examples:
   assistant index                      build or update the index of the bundled ICML 2026 abstracts
   assistant index my_papers.jsonl --rebuild
   assistant papers                     list the indexed papers
   assistant retrieve "Which method reaches 5M tokens of context?"
+  assistant ask "What speedup does Vegas achieve over vLLM?"
+  assistant chat                       interactive chat in the terminal
 environment: every setting is also an ASSISTANT_* variable, e.g. ASSISTANT_CHROMA_HOST,
 ASSISTANT_LLM_BASE_URL, ASSISTANT_LLM_MODEL (see README)."""
 
@@ -97,6 +100,94 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _answer_dict(answer: Any) -> dict[str, Any]:
+    data = answer.to_dict()
+    for passage in data["passages"]:
+        passage["paper"].pop("abstract", None)  # the cleaned text is enough in JSON output
+    return data
+
+
+def _print_answer(answer: Any, out: Any = sys.stdout) -> None:
+    print(answer.text, file=out)
+    for notice in answer.notices:
+        print(f"note: {notice}", file=out)
+    if answer.citations:
+        print("\nSources:", file=out)
+        for citation in answer.citations:
+            paper = citation.paper
+            print(f"  [{citation.marker}] {paper.title} ({paper.source} #{paper.ordinal})", file=out)
+            print(f'      "{clean_markup(citation.quote)}"', file=out)
+    elif answer.refused or answer.retrieval_only:
+        print("\nClosest papers:", file=out)
+        for passage in answer.passages[:5]:
+            print(f"  - {passage.paper.title} ({passage.paper.source} #{passage.paper.ordinal})", file=out)
+    if answer.flagged:
+        print("\nNot supported by the abstracts (left uncited or removed):", file=out)
+        for sentence in answer.flagged:
+            print(f"  - {sentence}", file=out)
+
+
+def _run_question(assistant: Any, question: str, history: list[dict[str, str]], args: argparse.Namespace) -> Any:
+    """Stream the draft (dimmed, on a terminal), then print the verified answer."""
+    show_draft = sys.stdout.isatty() and not getattr(args, "json", False)
+    final = None
+    for event in assistant.stream(question, history=history, k=args.k, source=args.source):
+        if isinstance(event, str):
+            if show_draft:
+                print(f"\033[2m{event}\033[0m", end="", flush=True)
+        else:
+            final = event
+    if show_draft:
+        print("\n")
+    timings = final.timings
+    if getattr(args, "json", False):
+        print(json.dumps(_answer_dict(final), indent=1, ensure_ascii=False))
+    else:
+        _print_answer(final)
+        if "first_token" in timings:
+            print(f"\n({assistant.llm.name}: first token {timings['first_token']:.1f} s, "
+                  f"answer {timings['total']:.1f} s)", file=sys.stderr)
+    return final
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    assistant = _open(_settings(args))
+    try:
+        final = _run_question(assistant, args.question, [], args)
+    finally:
+        assistant.close()
+    return 3 if final.retrieval_only else 0
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    assistant = _open(_settings(args))
+    history: list[dict[str, str]] = []
+    print("Ask about the papers. Commands: /new starts a new conversation, /quit (or Ctrl-D) leaves.", file=sys.stderr)
+    try:
+        while True:
+            try:
+                question = input("\nyou> ").strip()
+            except EOFError:
+                print(file=sys.stderr)
+                return 0
+            if not question:
+                continue
+            if question in ("/quit", "/exit"):
+                return 0
+            if question == "/new":
+                history.clear()
+                print("(new conversation)", file=sys.stderr)
+                continue
+            try:
+                final = _run_question(assistant, question, history, args)
+            except AssistantError as exc:  # one bad question must not end the session
+                print(f"error: {exc}", file=sys.stderr)
+                continue
+            history += [{"role": "user", "content": question}, {"role": "assistant", "content": final.text}]
+    finally:
+        assistant.close()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="assistant",
@@ -127,6 +218,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", help="only papers from this corpus file name")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=cmd_retrieve)
+
+    answering = argparse.ArgumentParser(add_help=False, parents=[common])
+    answering.add_argument("-k", "--k", type=int, default=None, help="papers retrieved (default 5)")
+    answering.add_argument("--source", help="only papers from this corpus file name")
+    p = sub.add_parser("ask", parents=[answering], help="answer one question with cited papers",
+                       description="Answer a question from the abstracts; every sentence cites its paper. "
+                       "Uses the embedded local model unless ASSISTANT_LLM_BASE_URL / ASSISTANT_LLM_BACKEND say otherwise. "
+                       "Exit code 3: the LLM failed and only the retrieved papers are shown.")
+    p.add_argument("question")
+    p.add_argument("--json", action="store_true", help="print the whole Answer as JSON")
+    p.set_defaults(run=cmd_ask)
+
+    p = sub.add_parser("chat", parents=[answering], help="interactive terminal chat with history")
+    p.set_defaults(run=cmd_chat)
     return parser
 
 

@@ -1,0 +1,121 @@
+"""Answers end to end: the real index, the real embedder and (marked `llm`) the real local model.
+
+The local 1.5B model takes tens of seconds per answer on two cores, so the end-to-end set is
+small and each case checks one behaviour users rely on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+
+import pytest
+
+from assistant import Answer, Assistant
+from assistant.errors import QuestionError
+
+from conftest import free_port, make_settings
+
+ASKED_ABOUT_VEGAS = [
+    {"role": "user", "content": "What is Vegas?"},
+    {"role": "assistant", "content": "Vegas is a self-speculative decoding method for long-context LLM inference [1]."},
+]
+
+
+def titles(answer: Answer) -> list[str]:
+    return [c.paper.title for c in answer.citations]
+
+
+# -- below the LLM: no model call is needed --------------------------------------------------
+
+
+def test_an_empty_question_is_an_error(shared_assistant):
+    with pytest.raises(QuestionError, match="empty"):
+        shared_assistant.ask("   ")
+
+
+def test_an_off_topic_question_is_refused_without_calling_the_model(shared_assistant):
+    answer = shared_assistant.ask("What is the capital of France?")
+    assert answer.refused
+    assert "do not contain" in answer.text
+    assert "closest papers" in answer.text.lower()
+    assert shared_assistant.engine._llm is None
+
+
+@pytest.fixture
+def unreachable_llm(shared_index_dir):
+    """An assistant whose OpenAI-compatible server is down (a loopback port nobody listens on)."""
+    settings = make_settings(shared_index_dir, llm_base_url=f"http://127.0.0.1:{free_port()}/v1", llm_timeout=5)
+    with Assistant.from_settings(settings) as assistant:
+        yield assistant
+
+
+def test_a_down_llm_server_still_returns_the_retrieved_papers(unreachable_llm):
+    answer = unreachable_llm.ask("What speedup does Vegas achieve over vLLM?")
+    assert answer.retrieval_only and not answer.citations
+    assert answer.passages[0].paper.title == "Vegas"
+    assert any("not reachable" in notice for notice in answer.notices)
+
+
+def test_a_question_longer_than_the_limit_is_truncated_with_a_notice(unreachable_llm):
+    question = "What speedup does Vegas achieve over vLLM? " + "Please be precise. " * 400
+    answer = unreachable_llm.ask(question)
+    assert any("truncated" in notice for notice in answer.notices)
+    assert answer.question == question.strip(), "the question as asked is kept"
+    assert answer.passages, "the truncated question is still searched"
+
+
+# -- end to end with the embedded local model ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local(shared_index_dir):
+    with Assistant.from_settings(make_settings(shared_index_dir)) as assistant:
+        yield assistant
+
+
+@pytest.mark.llm
+def test_a_fact_question_cites_the_right_paper_with_the_number(local):
+    events = list(local.stream("What speedup in decoding throughput does Vegas achieve over default vLLM?"))
+    tokens, final = events[:-1], events[-1]
+    assert tokens and all(isinstance(t, str) for t in tokens), "tokens stream before the answer"
+    assert isinstance(final, Answer) and not final.refused
+    assert "Vegas" in titles(final)
+    assert re.search(r"2\.81", final.text)
+    vegas = next(c for c in final.citations if c.paper.title == "Vegas")
+    assert vegas.quote in vegas.paper.abstract
+
+
+@pytest.mark.llm
+def test_a_detail_the_abstract_never_states_is_refused(local):
+    answer = local.ask("What is the exact acceptance rate of draft tokens reported for Vegas?")
+    assert answer.refused, answer.text
+    assert not answer.citations
+
+
+@pytest.mark.llm
+def test_a_follow_up_resolves_it_from_the_history(local):
+    answer = local.ask("How much faster is it than default vLLM?", history=ASKED_ABOUT_VEGAS)
+    assert "vegas" in answer.search_query.lower()
+    assert "Vegas" in titles(answer)
+
+
+@pytest.mark.llm
+def test_a_chinese_question_is_answered_in_chinese_with_a_citation(local):
+    answer = local.ask("哪篇论文研究了视频编辑中的稀疏注意力？")
+    assert not answer.refused
+    assert re.search(r"[\u4e00-\u9fff]", answer.text)
+    assert "ISA" in titles(answer)
+
+
+@pytest.mark.llm
+def test_the_local_server_is_gone_after_the_assistant_is_closed(shared_index_dir):
+    assistant = Assistant.from_settings(make_settings(shared_index_dir))
+    server = assistant.llm.server
+    pid, port = server.pid, server.port
+    assert pid and os.path.exists(f"/proc/{pid}")
+    assistant.close()
+    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()

@@ -1,0 +1,99 @@
+"""The citation verifier, on hand-written drafts against real abstracts and the real embedder."""
+
+from __future__ import annotations
+
+import pytest
+
+from assistant.cite import Source, has_number, numbers_in, sentence_pairs, split_answer, verify
+from assistant.config import BUNDLED_CORPUS
+from assistant.load import load_papers
+
+THRESHOLD = 0.55
+
+
+@pytest.fixture(scope="module")
+def papers():
+    return {p.title: p for p in load_papers(sorted(BUNDLED_CORPUS.glob("*.txt")))}
+
+
+@pytest.fixture(scope="module")
+def sources(papers, embedder):
+    """[1] ISA (sparse attention for video editing), [2] Vegas (long-context decoding)."""
+    made = []
+    for number, title in enumerate(["ISA", "Vegas"], start=1):
+        raw, clean = sentence_pairs(papers[title])
+        made.append(Source(number, papers[title], raw, clean, embedder.encode(clean)))
+    return made
+
+
+@pytest.fixture(scope="module")
+def check(sources, embedder):
+    known = " ".join(s.paper.text for s in sources)
+    return lambda draft: verify(draft, sources, embedder.encode, THRESHOLD, known)
+
+
+def test_a_correct_citation_is_kept_with_a_verbatim_quote(check, papers):
+    result = check("Vegas improves decoding throughput by 1.25× to 2.81× over default vLLM [2].")
+    assert [c.marker for c in result.citations] == [2]
+    citation = result.citations[0]
+    assert citation.paper.title == "Vegas"
+    assert citation.quote in papers["Vegas"].abstract
+    assert "2.81" in citation.quote
+
+
+def test_a_citation_to_the_wrong_paper_is_moved_to_the_supporting_one(check):
+    result = check("Vegas improves decoding throughput by 1.25× to 2.81× over default vLLM [1].")
+    assert [(c.marker, c.paper.title) for c in result.citations] == [(2, "Vegas")]
+    assert "[2]" in result.text and "[1]" not in result.text
+
+
+def test_an_out_of_range_marker_is_dropped_and_the_claim_attributed(check):
+    result = check("ISA applies sparse attention to in-context video editing [7].")
+    assert "[7]" not in result.text
+    assert [c.paper.title for c in result.citations] == ["ISA"]
+
+
+def test_a_number_in_no_abstract_is_flagged_and_removed(check):
+    result = check("Vegas reaches an acceptance rate of 97.3% [2].")
+    assert result.citations == []
+    assert "97.3" not in result.text
+    assert any("97.3" in flag for flag in result.flagged)
+
+
+def test_a_number_from_another_paper_is_not_credited_to_the_cited_one(check):
+    # 2.81 is Vegas's figure: a sentence about ISA quoting it cannot cite ISA.
+    result = check("ISA reaches a 2.81× speedup on video editing [1].")
+    assert all(c.paper.title != "ISA" for c in result.citations)
+
+
+def test_an_unsupported_sentence_is_never_presented_as_cited(check):
+    result = check("The method was developed at a large hospital in Berlin [1].")
+    assert result.citations == []
+    assert "[1]" not in result.text
+    assert result.flagged
+
+
+def test_a_sentence_without_a_marker_gets_one_when_a_source_supports_it(check):
+    result = check("Vegas targets the memory demands of the KV cache in long-context inference.")
+    assert [c.marker for c in result.citations] == [2]
+
+
+def test_a_bare_marker_is_not_an_answer(check):
+    result = check("[1]")
+    assert result.text == "" and result.citations == []
+
+
+def test_markers_after_the_full_stop_belong_to_the_sentence_before():
+    assert split_answer("First claim. [1] Second claim [2].") == ["First claim [1].", "Second claim [2]."]
+
+
+def test_number_matching_respects_number_boundaries():
+    assert has_number("a 1.25×–2.81× speedup", "2.81")
+    assert not has_number("reaches 12.81 points", "2.81")
+    assert not has_number("reaches 2.815 points", "2.81")
+    assert numbers_in("from 1.25× to 2.81×, on 5M tokens and 80% of 3 sets") == {"1.25", "2.81", "5", "80"}
+
+
+def test_each_cited_paper_appears_once_in_the_citations(check):
+    result = check("ISA cuts attention cost for in-context video editing [1]. ISA uses sparse attention [1].")
+    assert [c.marker for c in result.citations] == [1]
