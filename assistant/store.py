@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import chromadb
+import httpx
 from chromadb.config import Settings as ChromaSettings
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
@@ -53,6 +54,12 @@ class Store:
         chroma_settings = ChromaSettings(anonymized_telemetry=False)
         try:
             if settings.chroma_host:
+                # chromadb's HTTP client waits forever for a server that accepts but never
+                # answers; a bounded heartbeat first turns that into a clear error.
+                httpx.get(
+                    f"http://{settings.chroma_host}:{settings.chroma_port}/api/v2/heartbeat",
+                    timeout=settings.chroma_timeout,
+                ).raise_for_status()
                 self.client = chromadb.HttpClient(
                     host=settings.chroma_host, port=settings.chroma_port, settings=chroma_settings
                 )
@@ -81,7 +88,8 @@ class Store:
         except (IndexMismatchError, IndexMissingError):
             raise
         except Exception as exc:
-            if self.settings.chroma_host and "connect" in f"{type(exc).__name__} {exc}".lower():
+            text = f"{type(exc).__name__} {exc}".lower()
+            if self.settings.chroma_host and any(word in text for word in ("connect", "timeout", "timed out")):
                 raise StoreUnavailableError(
                     f"Lost the {self._describe()} while trying to {action}: {exc}. Is `chroma run` still up?"
                 ) from exc
@@ -151,14 +159,17 @@ class Store:
         )
 
     def activate(self, collection: Any) -> None:
-        """Point the index at `collection` and drop the generation it replaces."""
-        previous = self.active_name()
+        """Point the index at `collection`, then drop every other generation (the one it
+        replaces, and any left half-written by an interrupted rebuild)."""
         self._pointer().modify(metadata={"active": collection.name})
-        if previous and previous != collection.name:
-            try:
-                self.client.delete_collection(previous)
-            except Exception:
-                pass  # an orphaned old generation wastes space but breaks nothing
+        prefix = f"{self.settings.collection}-g"
+        for name in self._call("list collections", self.client.list_collections):
+            name = getattr(name, "name", name)
+            if name.startswith(prefix) and name != collection.name:
+                try:
+                    self.client.delete_collection(name)
+                except Exception:
+                    pass  # a leftover generation wastes space but breaks nothing
 
     def paper_hashes(self, collection: Any) -> dict[str, tuple[str, list[str]]]:
         """paper id -> (paper hash, chunk ids) for everything stored in `collection`."""

@@ -1,0 +1,237 @@
+"""Indexing: incremental, stable, crash-safe, and recording how the index was built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import CORPUS_FILES, make_settings
+
+from assistant import Assistant, Settings
+from assistant.api import reindex
+from assistant.chunk import chunk_papers
+from assistant.embed import MINILM_DIM, MINILM_NAME, MiniLMEmbedding
+from assistant.errors import IndexMismatchError
+from assistant.index import IndexReport, build_index, corpus_fingerprint
+from assistant.load import load_papers
+from assistant.store import Store
+
+SMALL_PAPERS = 5  # the first five abstracts of the first bundled file: a corpus that indexes in about a second
+OPENAI = "openai:text-embedding-3-small"
+
+
+def write_paper_list(path: Path, abstracts: list[str]) -> Path:
+    path.write_text("Test papers\n\n" + "\n\n".join(abstracts) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def bundled_abstracts() -> list[str]:
+    return [p.abstract for p in load_papers(CORPUS_FILES[:1])]
+
+
+@pytest.fixture
+def small_corpus(tmp_path: Path, bundled_abstracts: list[str]) -> Path:
+    """A copied corpus file holding the first few abstracts of a bundled file."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    return write_paper_list(folder / "small.txt", bundled_abstracts[:SMALL_PAPERS])
+
+
+def index(corpus: Path, settings: Settings, embedder: MiniLMEmbedding, **kwargs) -> IndexReport:
+    return build_index(load_papers([corpus]), [corpus], settings, Store(settings), embedder, **kwargs)
+
+
+def stored_chunks(settings: Settings) -> dict[str, tuple[str, dict]]:
+    """chunk id -> (text, metadata) of everything in the active collection."""
+    got = Store(settings).active().get(include=["documents", "metadatas"])
+    return {cid: (text, meta) for cid, text, meta in zip(got["ids"], got["documents"], got["metadatas"])}
+
+
+def chunks_of(chunks: dict[str, tuple[str, dict]], paper_id: str) -> dict[str, str]:
+    return {cid: text for cid, (text, meta) in chunks.items() if meta["paper_id"] == paper_id}
+
+
+# -- incremental indexing -----------------------------------------------------------------------
+
+
+def test_indexing_twice_embeds_nothing_the_second_time_and_keeps_the_chunk_count(
+    tmp_path: Path, small_corpus: Path, embedder: MiniLMEmbedding
+) -> None:
+    settings = make_settings(tmp_path / "store")
+    first = index(small_corpus, settings, embedder)
+    second = index(small_corpus, settings, embedder)
+
+    assert (first.papers, first.embedded_papers, first.embedded_chunks) == (SMALL_PAPERS, SMALL_PAPERS, first.chunks)
+    assert second.chunks == first.chunks
+    assert (second.embedded_papers, second.embedded_chunks, second.deleted_chunks) == (0, 0, 0)
+    assert second.collection == first.collection
+    assert Store(settings).info().chunks == first.chunks
+
+
+def test_changing_one_abstract_reembeds_only_that_paper(
+    tmp_path: Path, small_corpus: Path, bundled_abstracts: list[str], embedder: MiniLMEmbedding
+) -> None:
+    settings = make_settings(tmp_path / "store")
+    index(small_corpus, settings, embedder)
+    before = stored_chunks(settings)
+    papers = load_papers([small_corpus])
+
+    edited = list(bundled_abstracts[:SMALL_PAPERS])
+    edited[2] = bundled_abstracts[10]  # paper #3 now has another abstract
+    write_paper_list(small_corpus, edited)
+    report = index(small_corpus, settings, embedder)
+    after = stored_chunks(settings)
+
+    assert (report.embedded_papers, report.papers) == (1, SMALL_PAPERS)
+    for paper in papers[:2] + papers[3:]:
+        assert chunks_of(after, paper.id) == chunks_of(before, paper.id), f"{paper.label} changed"
+    new_paper = load_papers([small_corpus])[2]
+    assert new_paper.id == papers[2].id
+    assert chunks_of(after, new_paper.id) == {n.node_id: n.text for n in chunk_papers([new_paper], settings)}
+    assert chunks_of(after, new_paper.id) != chunks_of(before, new_paper.id)
+    assert len(after) == report.chunks
+
+
+def test_removing_the_last_paper_deletes_its_chunks_and_embeds_nothing(
+    tmp_path: Path, small_corpus: Path, bundled_abstracts: list[str], embedder: MiniLMEmbedding
+) -> None:
+    settings = make_settings(tmp_path / "store")
+    index(small_corpus, settings, embedder)
+    removed = load_papers([small_corpus])[-1]
+    removed_chunks = chunks_of(stored_chunks(settings), removed.id)
+    assert removed_chunks
+
+    write_paper_list(small_corpus, bundled_abstracts[: SMALL_PAPERS - 1])
+    report = index(small_corpus, settings, embedder)
+
+    assert (report.papers, report.embedded_papers) == (SMALL_PAPERS - 1, 0)
+    assert report.deleted_chunks == len(removed_chunks)
+    assert chunks_of(stored_chunks(settings), removed.id) == {}
+
+
+def test_removing_a_paper_from_the_middle_leaves_exactly_the_chunks_of_the_remaining_papers(
+    tmp_path: Path, small_corpus: Path, bundled_abstracts: list[str], embedder: MiniLMEmbedding
+) -> None:
+    settings = make_settings(tmp_path / "store")
+    index(small_corpus, settings, embedder)
+
+    write_paper_list(small_corpus, bundled_abstracts[:1] + bundled_abstracts[2:SMALL_PAPERS])
+    index(small_corpus, settings, embedder)
+
+    expected = {n.node_id: n.text for n in chunk_papers(load_papers([small_corpus]), settings)}
+    assert {cid: text for cid, (text, _) in stored_chunks(settings).items()} == expected
+
+
+def test_chunk_size_setting_changes_the_number_of_chunks(
+    tmp_path: Path, small_corpus: Path, embedder: MiniLMEmbedding
+) -> None:
+    default = index(small_corpus, make_settings(tmp_path / "default"), embedder)
+    small = index(small_corpus, make_settings(tmp_path / "small", chunk_size=32, chunk_overlap=8), embedder)
+
+    assert small.chunks > default.chunks
+    assert Store(make_settings(tmp_path / "small")).info().chunks == small.chunks
+
+
+def test_changing_the_chunk_size_of_an_existing_index_rechunks_every_paper(
+    tmp_path: Path, small_corpus: Path, embedder: MiniLMEmbedding
+) -> None:
+    first = index(small_corpus, make_settings(tmp_path / "store"), embedder)
+    second = index(small_corpus, make_settings(tmp_path / "store", chunk_size=32, chunk_overlap=8), embedder)
+
+    assert second.embedded_papers == SMALL_PAPERS
+    assert second.chunks > first.chunks
+    assert Store(make_settings(tmp_path / "store")).info().chunks == second.chunks
+
+
+# -- what the index records ---------------------------------------------------------------------
+
+
+def test_every_chunk_carries_its_papers_fields_as_flat_scalar_metadata(shared_index_dir: Path) -> None:
+    settings = make_settings(shared_index_dir)
+    by_id = {p.id: p for p in load_papers(CORPUS_FILES)}
+    chunks = stored_chunks(settings)
+    assert chunks
+    for chunk_id, (_, meta) in chunks.items():
+        assert all(isinstance(value, (str, int, float, bool)) for value in meta.values()), chunk_id
+        paper = by_id[meta["paper_id"]]
+        assert (meta["source"], meta["ordinal"], meta["title"]) == (paper.source, paper.ordinal, paper.title)
+        assert type(meta["ordinal"]) is int
+        assert chunk_id.startswith(paper.id + ":")
+    assert {meta["paper_id"] for _, meta in chunks.values()} == set(by_id)
+
+
+def test_collection_metadata_records_embedding_model_dimension_and_fingerprint(shared_index_dir: Path) -> None:
+    settings = make_settings(shared_index_dir)
+    info = Store(settings).info()
+    assert info is not None
+    assert (info.embedding_model, info.embedding_dim) == (MINILM_NAME, MINILM_DIM) == (MINILM_NAME, 384)
+    assert info.fingerprint == corpus_fingerprint(load_papers(CORPUS_FILES), settings)
+    assert info.corpus == [str(p) for p in CORPUS_FILES]
+
+
+# -- a mismatched embedding model ---------------------------------------------------------------
+
+
+@pytest.fixture
+def no_openai(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make any attempt to use OpenAI fail fast and locally, so a mismatch can never turn into a network call."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ASSISTANT_LLM_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+
+
+def _via_store_require(settings: Settings) -> object:
+    return Store(settings).require(OPENAI)
+
+
+def _via_assistant(settings: Settings) -> object:
+    return Assistant.from_settings(settings)
+
+
+def _via_reindex(settings: Settings) -> object:
+    return reindex(settings)
+
+
+@pytest.mark.parametrize("open_index", [_via_store_require, _via_assistant, _via_reindex], ids=["Store.require", "Assistant.from_settings", "reindex"])
+def test_opening_a_minilm_index_with_openai_embedding_settings_asks_for_a_rebuild(
+    shared_index_dir: Path, no_openai: None, open_index
+) -> None:
+    settings = make_settings(shared_index_dir, embedding=OPENAI)
+    with pytest.raises(IndexMismatchError) as caught:
+        open_index(settings)
+    message = str(caught.value)
+    assert "assistant index --rebuild" in message
+    assert MINILM_NAME in message and OPENAI in message
+
+
+# -- crash safety -------------------------------------------------------------------------------
+
+
+class SimulatedCrash(RuntimeError):
+    pass
+
+
+def crash_after_first_batch(done: int, total: int) -> None:
+    if done > 0:
+        raise SimulatedCrash(f"crashed after embedding {done} of {total} chunks")
+
+
+def test_a_rebuild_that_crashes_midway_leaves_the_previous_index_usable(
+    tmp_path: Path, small_corpus: Path, embedder: MiniLMEmbedding
+) -> None:
+    settings = make_settings(tmp_path / "store", corpus=[small_corpus])
+    old = index(small_corpus, settings, embedder)
+
+    batches = make_settings(tmp_path / "store", corpus=[small_corpus], chunk_size=32, chunk_overlap=8, embed_batch_size=4)
+    assert len(chunk_papers(load_papers([small_corpus]), batches)) > 2 * batches.embed_batch_size  # several batches
+    with pytest.raises(SimulatedCrash):
+        index(small_corpus, batches, embedder, rebuild=True, progress=crash_after_first_batch)
+
+    notices: list[str] = []
+    fresh = Assistant.from_settings(settings, notify=notices.append)
+    assert notices == [], "the old index should be used as it is, not rebuilt"
+    info = fresh.store.info()
+    assert (info.collection, info.chunks) == (old.collection, old.chunks)
+    top = fresh.retrieve("Give me a short summary of SySRs.", k=1)[0]
+    assert (top.paper.title, top.paper.source, top.paper.ordinal) == ("SySRs", small_corpus.name, 2)
