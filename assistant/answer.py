@@ -166,13 +166,16 @@ class AnswerEngine:
         prompt_question = question if not history else f"{answer.search_query}\n(The user asked: {question})"
         try:
             messages = self._messages(prompt_question, self._context(sources, query_vector))
-            draft = []
+            draft: list[str] = []
+            shown = 0  # tokens already yielded; a draft that may be the refusal sentinel is held back
             mark = time.perf_counter()
             for delta in self.llm.stream_chat(messages, max_tokens=self.settings.max_answer_tokens):
                 if not draft:
                     timings["first_token"] = time.perf_counter() - started
                 draft.append(delta)
-                yield delta
+                if not REFUSAL_SENTINEL.startswith("".join(draft).strip()):
+                    yield from draft[shown:]
+                    shown = len(draft)
             timings["generate"] = time.perf_counter() - mark
         except LLMError as exc:
             answer.retrieval_only = True
@@ -184,7 +187,8 @@ class AnswerEngine:
 
         text = "".join(draft).strip()
         known = " ".join(p.paper.text for p in passages)
-        declined = REFUSAL_SENTINEL in text or (bool(_DECLINES.search(text)) and len(text) < 400)
+        first_sentence = re.split(r"(?<=[.!?。！？])\s", text, maxsplit=1)[0]
+        declined = REFUSAL_SENTINEL in text or bool(_DECLINES.search(first_sentence))
         verified = None if declined else verify(
             text, sources, self._encode, self.settings.support_threshold, known, query_vector
         )
