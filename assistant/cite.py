@@ -25,8 +25,9 @@ Encode = Callable[[list[str]], np.ndarray]
 
 _MARKERS = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
-_NUMBER = re.compile(r"(?<![\w.])(\d+(?:[.,]\d+)*)(\s?%|[KMBkmb×x]\b|×)?")
-_TERM = re.compile(r"(?<![\w-])([A-Za-z][A-Za-z0-9^]*(?:-[A-Za-z0-9]+)*)(?![\w-])")
+# ASCII-only boundaries: in Chinese text a number or name sits right next to other letters.
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(\d+(?:[.,]\d+)*)(\s?%|[KMBkmb×x](?![A-Za-z])|×)?")
+_TERM = re.compile(r"(?<![A-Za-z0-9_-])([A-Za-z][A-Za-z0-9^]*(?:-[A-Za-z0-9]+)*)(?![A-Za-z0-9_-])")
 
 
 @dataclass
@@ -133,23 +134,34 @@ def verify(
     claims = []
     for sentence in split_answer(draft):
         text, markers = _strip_markers(sentence)
-        if len(re.sub(r"\W", "", text)) < 3:  # a bare "[1]" or stray punctuation
+        markers = [m for m in dict.fromkeys(markers)]
+        if len(re.sub(r"\W", "", re.sub(r"\b(?:and|or|&)\b|和|与|及", "", text))) < 3:
+            # Only markers ("[1] and [2]."): a small model's way of naming the papers. Name them,
+            # as long as each is about the question; otherwise it is no answer at all.
+            named = _named_papers(markers, by_number, query_vector, threshold)
+            if named is not None:
+                claims.append(named)
             continue
-        claims.append(Claim(text=text, markers=[m for m in dict.fromkeys(markers)]))
+        claims.append(Claim(text=text, markers=markers))
     if not claims:
         return Verified("", [], [], [], 0.0)
 
-    latin = [c for c in claims if not _CJK.search(c.text)]
+    latin = [c for c in claims if not _CJK.search(c.text) and not c.supported]
     vectors = encode([c.text for c in latin]) if latin else np.zeros((0, 1))
     vector_of = {id(c): vectors[i] for i, c in enumerate(latin)}
     known = known_text.lower()
     for claim in claims:
-        _judge(claim, by_number, vector_of.get(id(claim)), threshold, known, query_vector)
+        if not claim.supported:
+            _judge(claim, by_number, vector_of.get(id(claim)), threshold, known, query_vector)
 
     text_parts, flagged = [], []
     quotes: dict[int, list[str]] = {}
     for claim in claims:
-        if claim.supported:
+        if claim.supported and not claim.cited:  # a named-papers claim: markers are in its text
+            text_parts.append(claim.text + ".")
+            for number, quote in claim.quotes.items():
+                quotes.setdefault(number, []).append(quote)
+        elif claim.supported:
             body, stop = re.match(r"(.*?)([.!?。！？]*)$", claim.text.rstrip(), re.S).groups()
             text_parts.append(body + "".join(f" [{n}]" for n in claim.cited) + (stop or "."))
             for number in claim.cited:
@@ -165,6 +177,31 @@ def verify(
     ]
     share = sum(c.supported for c in claims) / len(claims)
     return Verified(" ".join(text_parts), citations, claims, flagged, share)
+
+
+def _named_papers(
+    markers: list[int], sources: dict[int, Source], query_vector: np.ndarray | None, threshold: float
+) -> Claim | None:
+    """A claim naming the cited papers, each quoted with its sentence closest to the question."""
+    if query_vector is None:
+        return None
+    claim = Claim(text="", markers=markers)
+    for number in markers:
+        source = sources.get(number)
+        if source is None:
+            continue
+        similarities = source.vectors @ query_vector
+        best = int(np.argmax(similarities))
+        if similarities[best] >= threshold - 0.25:  # question-to-sentence similarity runs lower than claim-to-sentence
+            claim.cited.append(number)
+            claim.quotes[number] = source.raw_sentences[best]
+    if not claim.cited:
+        return None
+    titles = [f"{sources[n].paper.title} [{n}]" for n in claim.cited]
+    claim.text = ("Papers on this: " if len(titles) > 1 else "See ") + ", ".join(titles)
+    claim.cited, claim.supported = [], True
+    claim.markers = list(claim.quotes)
+    return claim
 
 
 def _judge(

@@ -97,3 +97,22 @@ def test_number_matching_respects_number_boundaries():
 def test_each_cited_paper_appears_once_in_the_citations(check):
     result = check("ISA cuts attention cost for in-context video editing [1]. ISA uses sparse attention [1].")
     assert [c.marker for c in result.citations] == [1]
+
+
+def test_a_draft_of_bare_markers_names_the_cited_papers_when_they_fit_the_question(sources, embedder):
+    query = embedder.encode(["Which papers reduce the cost of attention in long-context or video models?"])[0]
+    known = " ".join(s.paper.text for s in sources)
+    result = verify("[1] and [2].", sources, embedder.encode, THRESHOLD, known, query_vector=query)
+    assert [c.marker for c in result.citations] == [1, 2]
+    assert "ISA [1]" in result.text and "Vegas [2]" in result.text
+
+
+def test_a_number_inside_chinese_text_is_still_checked(check):
+    result = check("它把解码吞吐量提高了97.3倍[2]。")
+    assert result.citations == [] and any("97.3" in flag for flag in result.flagged)
+    assert numbers_in("它能节省50%以上的标注") == {"50"}
+
+
+def test_a_chinese_sentence_with_the_papers_number_and_marker_is_cited(check):
+    result = check("Vegas 的解码吞吐量比 vLLM 高 1.25× 到 2.81× [2]。")
+    assert [c.paper.title for c in result.citations] == ["Vegas"]
