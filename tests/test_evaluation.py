@@ -1,0 +1,377 @@
+"""Evaluation harness: metric functions on hand-made cases, the regression gate, the reports, the CLI."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from assistant import Assistant
+from assistant import cli
+from assistant import evaluation as ev
+from assistant.evaluation import (
+    check,
+    citation_scores,
+    fact_found,
+    fact_recall,
+    hit_at,
+    percentile,
+    recall_at,
+    reciprocal_rank,
+    refusal_rates,
+    score_question,
+    summarize,
+    write_report,
+)
+
+A, B, C, D, E, F = (f"file.txt#{i}" for i in range(1, 7))
+# One question of each type, for the small live run.
+SMALL_RUN = ["q001", "q028", "q044", "q065", "q080", "q092", "q108", "q121", "q011", "q084"]
+
+
+# -- retrieval metrics -----------------------------------------------------------------------
+
+
+def test_hit_at_k() -> None:
+    ranked = [A, B, C, D, E, F]
+    assert hit_at(ranked, [A], 1) == 1.0
+    assert hit_at(ranked, [B], 1) == 0.0
+    assert hit_at(ranked, [E], 5) == 1.0
+    assert hit_at(ranked, [F], 5) == 0.0
+    assert hit_at(ranked, ["elsewhere#1"], 5) == 0.0
+    assert hit_at(ranked, [], 5) is None  # unanswerable: not applicable
+
+
+def test_reciprocal_rank_uses_the_first_gold_paper() -> None:
+    ranked = [A, B, C, D, E]
+    assert reciprocal_rank(ranked, [A]) == 1.0
+    assert reciprocal_rank(ranked, [C]) == pytest.approx(1 / 3)
+    assert reciprocal_rank(ranked, [D, B]) == 0.5  # B at rank 2 comes first
+    assert reciprocal_rank(ranked, [F]) == 0.0
+    assert reciprocal_rank(ranked, []) is None
+
+
+def test_recall_at_5_for_multi_paper_questions() -> None:
+    ranked = [A, B, C, D, E, F]
+    assert recall_at(ranked, [A, C], 5) == 1.0
+    assert recall_at(ranked, [A, F], 5) == 0.5  # F is sixth
+    assert recall_at(ranked, [B, E, F, "x#1"], 5) == 0.5
+    assert recall_at(ranked, [F], 5) == 0.0
+    assert recall_at(ranked, [], 5) is None
+
+
+# -- answer metrics --------------------------------------------------------------------------
+
+
+def test_citation_precision_and_recall() -> None:
+    assert citation_scores([A], [A]) == {"gold_cited": 1.0, "citation_precision": 1.0, "citation_recall": 1.0}
+    assert citation_scores([A, B], [A]) == {"gold_cited": 1.0, "citation_precision": 0.5, "citation_recall": 1.0}
+    assert citation_scores([A, B, C], [A, D]) == {
+        "gold_cited": 1.0, "citation_precision": pytest.approx(1 / 3), "citation_recall": 0.5}
+    assert citation_scores([B], [A]) == {"gold_cited": 0.0, "citation_precision": 0.0, "citation_recall": 0.0}
+    # Nothing cited: precision is not defined, recall and cited-gold are zero.
+    assert citation_scores([], [A]) == {"gold_cited": 0.0, "citation_precision": None, "citation_recall": 0.0}
+    assert citation_scores([A, A], [A, B])["citation_recall"] == 0.5  # a paper cited twice counts once
+    assert citation_scores([A], []) == {"gold_cited": None, "citation_precision": None, "citation_recall": None}
+
+
+@pytest.mark.parametrize(
+    ("fact", "text", "found"),
+    [
+        ("2.81", "a speedup of 2.81 times", True),
+        ("2.81", "a speedup of 12.81 times", False),
+        ("2.81", "a speedup of 2.815 times", False),
+        ("2.81", "up to 2.81.", True),
+        ("2.81", "between 1.25x and 2.81x", True),
+        ("2.81", "ranges 1.25–2.81", True),
+        ("1.25×", "a 1.25x speedup", True),
+        ("1.25x", "a 1.25× speedup", True),
+        ("1.25×", "a $1.25\\times$ speedup", True),
+        ("1.25×", "a 1.25 × speedup", True),
+        ("1.25×–2.81×", "throughput improves by 1.25x-2.81x [1]", True),
+        ("1.25×–2.81×", "throughput improves by 1.25× — 2.81× [1].", True),
+        ("1.25×–2.81×", "throughput improves by 1.25×", False),
+        ("82.5%", "peak memory falls by **82.5%** [1]", True),
+        ("82.5%", "peak memory falls by 82.5 % [1]", True),
+        ("82.5%", "peak memory falls by 182.5%", False),
+        ("50%", "it saves 50.5% of the cost", False),
+        ("0.709", "an AUROC of 0.7091", False),
+        ("0.709", "an AUROC of 10.709", False),
+        ("nearly 800 students", "Nearly  800 students took part", True),
+        ("1000 samples", "1,000 samples", True),
+        ("T^{3/4}", "regret of $T^{3/4}$", True),
+        ("132M parameter", "a 132M parameter model", True),
+        ("Gumbel-Softmax", "via a gumbel–softmax relaxation", True),
+        ("Gumbel-Softmax", "via a softmax", False),
+        ("University of California, Irvine", "at the university of california, irvine", True),
+        ("keystone neurons", "*keystone* neurons", True),
+    ],
+)
+def test_number_aware_fact_matching(fact: str, text: str, found: bool) -> None:
+    assert fact_found(fact, text) is found
+
+
+def test_fact_recall_is_the_share_of_facts_stated() -> None:
+    assert fact_recall(["0.709", "0.676"], "It reaches 0.709 AUROC [1].") == 0.5
+    assert fact_recall(["0.709", "0.676"], "0.709 versus 0.676 [1]") == 1.0
+    assert fact_recall([], "anything") is None
+
+
+def test_refusal_and_false_refusal_rates() -> None:
+    refused = [True, False, True, True, False]
+    answerable = [False, False, True, False, True]
+    on_unanswerable, on_answerable = refusal_rates(refused, answerable)
+    assert on_unanswerable == pytest.approx(2 / 3)
+    assert on_answerable == 0.5
+    assert refusal_rates([True], [True]) == (None, 1.0)
+    assert refusal_rates([], []) == (None, None)
+
+
+def test_percentiles() -> None:
+    assert percentile([1, 2, 3, 4, 5], 50) == 3
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([0, 10], 95) == pytest.approx(9.5)
+    assert percentile([None, 4.0], 95) == 4.0
+    assert percentile([None], 50) is None
+
+
+def _question(qid: str, qtype: str, gold: list[int], facts: list[str]) -> dict:
+    return {"id": qid, "type": qtype, "question": f"question {qid}?", "history": [],
+            "gold": [{"source": "file.txt", "ordinal": o} for o in gold], "facts": facts}
+
+
+def test_score_question_treats_refusals_as_stating_nothing() -> None:
+    q = _question("q1", "fact", [1], ["0.709"])
+    refused = {"text": "The abstracts do not contain 0.709.", "refused": True, "cited": [A], "supported_share": 1.0}
+    scores = score_question(q, [B, A], refused)
+    assert scores["gold_rank"] == 2 and scores["hit@1"] == 0.0 and scores["hit@5"] == 1.0 and scores["mrr"] == 0.5
+    assert scores["fact_recall"] == 0.0 and scores["gold_cited"] == 0.0 and scores["citation_precision"] is None
+    assert scores["refused"] is True and scores["supported_share"] is None
+
+    answered = {"text": "It reaches 0.709 [1].", "refused": False, "cited": [A], "supported_share": 1.0}
+    scores = score_question(q, [A], answered)
+    assert scores["fact_recall"] == 1.0 and scores["gold_cited"] == 1.0 and scores["supported_share"] == 1.0
+
+    unanswerable = score_question(_question("q2", "unanswerable", [], []), [A], answered)
+    assert unanswerable["hit@5"] is None and unanswerable["gold_cited"] is None and unanswerable["fact_recall"] is None
+
+
+# -- full-answer summaries and reports on hand-built results ------------------------------------
+
+
+def _full_result(q: dict, retrieved: list[str], text: str, refused: bool, cited: list[str], share: float | None,
+                 first_token: float | None, total: float) -> dict:
+    citations = [{"marker": i, "source": c.split("#")[0], "ordinal": int(c.split("#")[1]), "title": "T", "quote": "q"}
+                 for i, c in enumerate(cited, 1)]
+    timings = {"retrieve": 0.05, "total": total, **({"first_token": first_token} if first_token else {})}
+    answer = {"text": text, "refused": refused, "cited": cited, "supported_share": share}
+    return {
+        "id": q["id"], "type": q["type"], "question": q["question"], "history": [], "facts": q["facts"],
+        "gold": [f"{g['source']}#{g['ordinal']}" for g in q["gold"]],
+        "retrieved": [{"paper": r, "title": "T", "score": 0.5} for r in retrieved],
+        "answer": text, "refused": refused, "llm_failed": False, "citations": citations, "flagged": [], "notices": [],
+        "timings": timings, "scores": score_question(q, retrieved, answer),
+    }
+
+
+def hand_built_full_results() -> list[dict]:
+    fact = _question("f1", "fact", [1], ["0.709", "0.676"])
+    multi = _question("m1", "multi_paper", [2, 3], ["Alpha", "Beta"])
+    unanswerable = _question("u1", "unanswerable", [], [])
+    unanswerable2 = _question("u2", "unanswerable", [], [])
+    return [
+        _full_result(fact, [A, B], "It reaches 0.709 AUROC, ahead of 0.676 [1].", False, [A], 1.0, 2.0, 10.0),
+        _full_result(multi, [B, D, C], "Alpha does this [1]. So does Delta [2].", False, [B, D], 0.5, 3.0, 20.0),
+        _full_result(unanswerable, [E], "The abstracts do not contain the answer.", True, [], None, None, 1.0),
+        _full_result(unanswerable2, [E], "It uses 8 GPUs [1].", False, [E], 0.0, 4.0, 30.0),
+    ]
+
+
+def test_summarize_full_answers_per_type_and_all() -> None:
+    summary = summarize(hand_built_full_results())
+    assert summary["mode"] == "full" and summary["questions"] == 4
+    assert list(summary["rows"]) == ["fact", "multi_paper", "unanswerable", "all"]
+    fact, multi, unans, total = (summary["rows"][k] for k in ("fact", "multi_paper", "unanswerable", "all"))
+    assert fact["hit@1"] == 1.0 and fact["fact_recall"] == 1.0 and fact["gold_cited"] == 1.0
+    assert fact["refusal_rate"] is None and fact["false_refusal_rate"] == 0.0
+    assert multi["hit@1"] == 1.0 and multi["recall@5"] == 1.0 and multi["citation_precision"] == 0.5
+    assert multi["citation_recall"] == 0.5 and multi["fact_recall"] == 0.5
+    assert unans["refusal_rate"] == 0.5 and unans["false_refusal_rate"] is None and unans["hit@5"] is None
+    assert unans["gold_cited"] is None
+    assert total["n"] == 4 and total["refusal_rate"] == 0.5 and total["false_refusal_rate"] == 0.0
+    assert total["supported_share"] == 0.5  # (1.0 + 0.5 + 0.0) / 3, the refusal is n/a
+    assert total["first_token_p50"] == 3.0 and total["total_p50"] == 15.0
+    assert total["total_p95"] == pytest.approx(28.5)
+
+
+def test_full_answer_report_files(tmp_path: Path) -> None:
+    results = hand_built_full_results()
+    summary = summarize(results, meta={"wall_seconds": 61.0, "llm": "hand-built"})
+    folder = write_report(results, summary, tmp_path)
+    assert folder.parent == tmp_path
+    _assert_report(folder, results)
+    markdown = (folder / "summary.md").read_text(encoding="utf-8")
+    assert "cited gold" in markdown and "false ref" in markdown and "1st tok p50 s" in markdown
+    assert "answered an unanswerable question" in markdown and "facts missing: Beta" in markdown
+    assert write_report(results, summary, tmp_path) != folder  # a second report in the same second gets its own folder
+
+
+def _assert_report(folder: Path, results: list[dict]) -> None:
+    expected = {"results.jsonl", "summary.json", "summary.md", "per_type.png", "latency.png"}
+    assert {p.name for p in folder.iterdir()} == expected
+    lines = (folder / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [r["id"] for r in results]
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    assert summary["questions"] == len(results) and "all" in summary["rows"]
+    markdown = (folder / "summary.md").read_text(encoding="utf-8")
+    assert "| type |" in markdown and "| **all** |" in markdown
+    for name in ("per_type.png", "latency.png"):
+        data = (folder / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+
+
+# -- the regression gate ---------------------------------------------------------------------
+
+
+def _baseline_for(summary: dict, tolerance: float = 0.05, type_tolerance: float | None = 0.1) -> dict:
+    section = ev.baseline_section(summary)
+    section["tolerance"], section["type_tolerance"] = tolerance, type_tolerance
+    return {summary["mode"]: section}
+
+
+def test_check_reports_drops_beyond_tolerance_only() -> None:
+    summary = summarize(hand_built_full_results())
+    baseline = _baseline_for(summary)
+    assert check(summary, baseline) == []
+
+    within = copy.deepcopy(summary)
+    within["rows"]["all"]["fact_recall"] -= 0.04
+    within["rows"]["all"]["false_refusal_rate"] = 0.9  # not gated (lower is better)
+    within["rows"]["all"]["total_p95"] = 999.0  # latencies are never gated
+    assert check(within, baseline) == []
+
+    beyond = copy.deepcopy(summary)
+    beyond["rows"]["all"]["fact_recall"] -= 0.06
+    beyond["rows"]["multi_paper"]["recall@5"] = 0.85
+    beyond["rows"]["all"]["hit@1"] += 0.2  # improvements are fine
+    problems = check(beyond, baseline)
+    assert len(problems) == 2
+    assert any(p.startswith("all fact_recall: baseline ") and "tolerance 0.05" in p for p in problems)
+    assert any(p.startswith("multi_paper recall@5: baseline 1.000, now 0.850") for p in problems)
+
+    # A slice baseline (type rows not gated) ignores per-type drops.
+    slice_problems = check(beyond, _baseline_for(summary, type_tolerance=None))
+    assert len(slice_problems) == 1 and slice_problems[0].startswith("all fact_recall")
+
+
+def test_check_refuses_to_compare_different_question_sets() -> None:
+    summary = summarize(hand_built_full_results())
+    baseline = _baseline_for(summary)
+    fewer = summarize(hand_built_full_results()[:2])
+    with pytest.raises(ValueError, match="other questions"):
+        check(fewer, baseline)
+    with pytest.raises(ValueError, match="no 'retrieval-only' section"):
+        check({**summary, "mode": "retrieval-only"}, baseline)
+
+
+# -- the evaluation set and the committed baseline --------------------------------------------
+
+
+def test_the_evaluation_set_is_consistent_with_the_corpus(shared_assistant: Assistant) -> None:
+    questions = ev.load_questions()
+    assert len(questions) == 134 and {q["type"] for q in questions} == set(ev.TYPES)
+    papers = {ev.paper_key(p.source, p.ordinal): p for p in shared_assistant.papers}
+    for q in questions:
+        gold = [ev.paper_key(g["source"], g["ordinal"]) for g in q["gold"]]
+        assert all(g in papers for g in gold), q["id"]
+        assert bool(q["history"]) == (q["type"] == "follow_up"), q["id"]
+        assert bool(q["facts"]) == bool(gold), q["id"]
+        abstracts = " ".join(papers[g].abstract for g in gold)
+        assert all(fact_found(f, abstracts) for f in q["facts"]), f"{q['id']}: a fact is not in its gold abstracts"
+
+
+def test_the_committed_baseline_is_well_formed() -> None:
+    baseline = json.loads(ev.BASELINE_PATH.read_text(encoding="utf-8"))
+    ids = {q["id"] for q in ev.load_questions()}
+    retrieval = baseline["retrieval-only"]
+    assert set(retrieval["ids"]) == ids and retrieval["questions"] == len(ids)
+    assert 0 < retrieval["tolerance"] < 0.2 and set(retrieval["rows"]) == {*ev.TYPES, "all"}
+    if "full" in baseline:
+        full = baseline["full"]
+        assert set(full["ids"]) <= ids and full["tolerance"] > 0
+        slice_types = {q["type"] for q in ev.load_questions() if q["id"] in set(full["ids"])}
+        assert slice_types == set(ev.TYPES)
+
+
+# -- a small live run (retrieval only) and the command line ------------------------------------
+
+
+def test_retrieval_only_run_writes_a_well_formed_report(shared_assistant: Assistant, tmp_path: Path) -> None:
+    questions = ev.select_questions(ev.load_questions(), ids=SMALL_RUN)
+    assert len(questions) == 10
+    calls = []
+    results = ev.run_eval(shared_assistant, questions, retrieval_only=True, progress=lambda d, t: calls.append((d, t)))
+    assert calls[-1] == (10, 10) and len(results) == 10
+    for result in results:
+        assert len(result["retrieved"]) == 5 and "answer" not in result and "error" not in result
+        assert all("#" in r["paper"] and isinstance(r["score"], float) for r in result["retrieved"])
+        assert result["timings"]["retrieve"] > 0
+    follow_up = next(r for r in results if r["type"] == "follow_up")
+    assert follow_up["search_query"].endswith(follow_up["question"]) and len(follow_up["search_query"]) > len(
+        follow_up["question"])
+    summary = summarize(results, shared_assistant.settings)
+    assert summary["mode"] == "retrieval-only" and summary["settings"]["embedding"] == "minilm"
+    assert summary["rows"]["unanswerable"]["hit@5"] is None and 0 <= summary["rows"]["all"]["mrr"] <= 1
+    assert "gold_cited" not in summary["rows"]["all"]
+    _assert_report(write_report(results, summary, tmp_path), results)
+
+
+def test_select_questions() -> None:
+    questions = ev.load_questions()
+    assert [q["id"] for q in ev.select_questions(questions, ids=["q002", "q001"])] == ["q001", "q002"]
+    assert {q["type"] for q in ev.select_questions(questions, types=["chinese", "fact"])} == {"chinese", "fact"}
+    assert len(ev.select_questions(questions, types=["fact"], limit=3)) == 3
+    with pytest.raises(ValueError, match="unknown question ids"):
+        ev.select_questions(questions, ids=["q999"])
+    with pytest.raises(ValueError, match="unknown question types"):
+        ev.select_questions(questions, types=["trivia"])
+
+
+def test_cli_check_and_write_baseline(shared_index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    baseline = tmp_path / "baseline.json"
+    common = ["eval", "--retrieval-only", "--index-dir", str(shared_index_dir), "--out", str(tmp_path / "reports"),
+              "--baseline", str(baseline)]
+    assert cli.main([*common, "--ids", "q001,q065,q092", "--write-baseline"]) == 0
+    written = json.loads(baseline.read_text(encoding="utf-8"))
+    assert written["retrieval-only"]["ids"] == ["q001", "q065", "q092"]
+    assert "| **all** |" in capsys.readouterr().out
+
+    assert cli.main([*common, "--check"]) == 0  # runs exactly the baseline's questions
+    out = capsys.readouterr().out
+    assert "No metric fell beyond tolerance." in out and "baseline" in out
+
+    written["retrieval-only"]["rows"]["all"]["mrr"] = 1.5  # pretend the baseline was better
+    baseline.write_text(json.dumps(written), encoding="utf-8")
+    assert cli.main([*common, "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION" in out and "all mrr: baseline 1.500" in out
+
+    assert cli.main([*common, "--check", "--ids", "q001"]) == 2  # not the baseline's questions
+    assert "other questions" in capsys.readouterr().err
+    assert cli.main([*common, "--ids", "q999"]) == 2
+
+
+def test_the_evaluation_set_is_read_by_the_harness_only() -> None:
+    """No other code path or prompt may see the set: no reference to the file, no question text."""
+    root = ev.PROJECT_ROOT
+    questions = ev.load_questions()
+    snippets = [q["question"][:40] for q in questions if len(q["question"]) >= 15]
+    for path in [*sorted((root / "assistant").glob("*.py")), *sorted((root / "prompts").glob("*"))]:
+        if path.name == "evaluation.py" or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert "questions.jsonl" not in text and "eval/" not in text, path
+        leaked = [s for s in snippets if s in text]
+        assert not leaked, f"{path.relative_to(root)} contains evaluation questions {leaked}: write other ones"
