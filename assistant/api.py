@@ -109,6 +109,11 @@ class Assistant:
         return self.engine.llm
 
     @property
+    def llm_loaded(self) -> Any:
+        """The language model if it is already connected, else None (never starts it)."""
+        return self.engine._llm
+
+    @property
     def sources(self) -> list[str]:
         return self.retriever.sources
 

@@ -24,6 +24,8 @@ EXAMPLES = """examples:
   assistant retrieve "Which method reaches 5M tokens of context?"
   assistant ask "What speedup does Vegas achieve over vLLM?"
   assistant chat                       interactive chat in the terminal
+  assistant serve                      the chat UI on http://127.0.0.1:7860
+  assistant eval --retrieval-only --check   the grounding eval against its baseline
 environment: every setting is also an ASSISTANT_* variable, e.g. ASSISTANT_CHROMA_HOST,
 ASSISTANT_LLM_BASE_URL, ASSISTANT_LLM_MODEL (see README)."""
 
@@ -232,6 +234,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("chat", parents=[answering], help="interactive terminal chat with history")
     p.set_defaults(run=cmd_chat)
+
+    from . import evaluation, ui  # registered here; their heavy imports happen only when run
+
+    ui.add_cli(sub, common)
+    evaluation.add_cli(sub, common)
     return parser
 
 

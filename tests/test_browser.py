@@ -1,0 +1,209 @@
+"""The chat UI in headless Chromium (Playwright): a real server, a real answer from the local LLM.
+
+Run with `pytest -m browser -s` to see the measured times; screenshots go to tests/screenshots/.
+Needs Debian's /usr/bin/chromium and the `playwright` package (never `playwright install`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import free_port
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
+SCREENSHOTS = Path(__file__).parent / "screenshots"
+PROJECT = Path(__file__).resolve().parent.parent
+ANSWER_TIMEOUT_MS = 240_000
+VEGAS_QUESTION = "What decoding throughput speedup does Vegas get over default vLLM?"
+ISA_QUESTION = "Which paper proposes a sparse attention framework for in-context video editing?"
+
+pytestmark = pytest.mark.browser
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (required under CI)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        _unavailable(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("the playwright package is not installed (pip install playwright)")
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield instance
+        finally:
+            instance.close()
+
+
+@pytest.fixture(scope="module")
+def server(shared_index_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`python -m assistant.ui` on a free loopback port, stopped by pid afterwards."""
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("ui-server") / "server.log"
+    log = open(log_path, "wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "assistant.ui", "--host", "127.0.0.1", "--port", str(port), "--index-dir", str(shared_index_dir)],
+        cwd=PROJECT, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the UI server did not start:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()  # SIGTERM: the app stops its llama.cpp server on the way out
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def open_page(browser: Any, url: str) -> tuple[Any, Any, list[str]]:
+    """A page in its own browser context (its own session), recording requests that leave this machine."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    external: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else external.append(r.url))
+    page.goto(url)
+    page.wait_for_selector("#question textarea", timeout=60_000)
+    return context, page, external
+
+
+def ask(page: Any, question: str) -> float:
+    page.fill("#question textarea", question)
+    page.press("#question textarea", "Enter")
+    return time.monotonic()
+
+
+def first_words(page: Any) -> None:
+    """The draft has started (or the final answer already arrived)."""
+    page.wait_for_selector("#chat .draft-cursor, #sources .src-card", timeout=ANSWER_TIMEOUT_MS)
+
+
+def save(page: Any, name: str) -> Path:
+    SCREENSHOTS.mkdir(exist_ok=True)
+    path = SCREENSHOTS / name
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def record(name: str, values: dict[str, Any]) -> None:
+    SCREENSHOTS.mkdir(exist_ok=True)
+    path = SCREENSHOTS / "timings.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[name] = values
+    path.write_text(json.dumps(data, indent=1))
+    print(f"\n{name}: {values}")
+
+
+def test_question_streams_an_answer_with_its_source_card(server: str, browser: Any) -> None:
+    context, page, external = open_page(browser, server)
+    try:
+        assert "ICML 2026 Reading Assistant" in page.inner_text("#app-header")
+        assert "loads on first question" in page.inner_text("#model-line")
+        started = ask(page, VEGAS_QUESTION)
+        first_words(page)
+        first = time.monotonic() - started
+        card = page.wait_for_selector("#sources .src-card", timeout=ANSWER_TIMEOUT_MS)
+        total = time.monotonic() - started
+        assert card is not None and card.get_attribute("id") == "src-1-1"
+        assert "Vegas" in card.inner_text(), card.inner_text()
+        assert "001_65baa146f2004b22.txt" in card.inner_text() and "#6" in card.inner_text()
+        assert page.locator("#sources .src-card mark").count() >= 1
+        # The answer's [1] badge links to that card; the draft was replaced by the verified text.
+        answer = page.locator("#chat a.cite[href='#src-1-1']")
+        assert answer.count() >= 1
+        assert page.locator("#chat .draft-cursor").count() == 0
+        answer.first.click()
+        page.wait_for_selector("#src-1-1.flash", timeout=5_000)
+        page.locator("#sources details.src-abstract summary").first.click()
+        page.wait_for_timeout(800)
+        assert "ready" in page.inner_text("#model-line")
+        save(page, "answer.png")
+        assert external == [], f"the page tried to reach the internet: {external}"
+        record("single answer", {"first_token_s": round(first, 1), "complete_s": round(total, 1)})
+    finally:
+        context.close()
+
+
+def test_two_users_are_queued_and_kept_apart(server: str, browser: Any) -> None:
+    first_ctx, first, _ = open_page(browser, server)
+    second_ctx, second, _ = open_page(browser, server)
+    try:
+        started = ask(first, VEGAS_QUESTION)
+        ask(second, ISA_QUESTION)
+        # While the first question is being answered, the second says it is queued.
+        second.wait_for_function(
+            "() => document.querySelector('#job-status').innerText.includes('Queued')", timeout=10_000
+        )
+        first.wait_for_function(
+            "() => !document.querySelector('#job-status').innerText.includes('Queued')", timeout=ANSWER_TIMEOUT_MS
+        )
+        saw_queued = "Queued" in second.inner_text("#job-status")
+        save(first, "two-users-first.png")
+        save(second, "two-users-second-queued.png")
+        assert saw_queued, second.inner_text("#job-status")
+        first.wait_for_selector("#sources .src-card", timeout=ANSWER_TIMEOUT_MS)
+        first_done = time.monotonic() - started
+        second.wait_for_selector("#sources .src-card", timeout=ANSWER_TIMEOUT_MS)
+        second_done = time.monotonic() - started
+        save(second, "two-users-second-answered.png")
+        assert "ISA" in second.inner_text("#sources")
+        # Each page shows only its own conversation.
+        assert VEGAS_QUESTION not in second.inner_text("#chat")
+        assert ISA_QUESTION not in first.inner_text("#chat")
+        record("two users", {"first_complete_s": round(first_done, 1), "second_complete_s": round(second_done, 1)})
+    finally:
+        first_ctx.close()
+        second_ctx.close()
+
+
+def test_retrieval_only_and_paper_browser(server: str, browser: Any) -> None:
+    context, page, external = open_page(browser, server)
+    try:
+        page.click("#options")
+        page.get_by_label("Retrieval only", exact=False).check()
+        started = ask(page, ISA_QUESTION)
+        page.wait_for_selector("#sources .src-card", timeout=30_000)
+        elapsed = time.monotonic() - started
+        assert "ISA" in page.inner_text("#sources .src-card >> nth=0")
+        assert page.locator("#sources .src-card").count() == 5
+        save(page, "retrieval-only.png")
+        page.get_by_role("tab", name="Browse papers").click()
+        page.click("#paper-search textarea, #paper-search input")
+        page.keyboard.type("sparse attention", delay=20)
+        page.wait_for_function("() => document.querySelector('.paper-count').innerText.includes('of 57')", timeout=10_000)
+        page.locator(".paper-row summary").first.click()
+        save(page, "paper-browser.png")
+        assert external == []
+        record("retrieval only", {"complete_s": round(elapsed, 2)})
+    finally:
+        context.close()
