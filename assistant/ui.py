@@ -925,23 +925,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m assistant.ui [--host H] [--port P] [--index-dir DIR]` (the same as `assistant serve`)."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--index-dir", type=Path, help="folder of the embedded Chroma store")
-    common.add_argument("--chroma-host", help="use a Chroma server at this host")
-    common.add_argument("--chroma-port", type=int, help="port of the Chroma server")
-    parser = argparse.ArgumentParser(prog="python -m assistant.ui")
-    add_cli(parser.add_subparsers(dest="command"), common)
-    args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.run(args) or 0)
-    except AssistantError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+if __name__ == "__main__":  # `python -m assistant.ui [--port P]` is `assistant serve [--port P]`
+    from .cli import main
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["serve", *sys.argv[1:]]))
