@@ -375,3 +375,9 @@ def test_the_evaluation_set_is_read_by_the_harness_only() -> None:
         assert "questions.jsonl" not in text and "eval/" not in text, path
         leaked = [s for s in snippets if s in text]
         assert not leaked, f"{path.relative_to(root)} contains evaluation questions {leaked}: write other ones"
+
+
+def test_retrieval_has_not_regressed_below_the_committed_baseline(shared_index_dir: Path, tmp_path: Path) -> None:
+    # The CI gate of `assistant eval --retrieval-only --check`: every baseline question, real index.
+    args = ["eval", "--retrieval-only", "--check", "--index-dir", str(shared_index_dir), "--out", str(tmp_path)]
+    assert cli.main(args) == 0
