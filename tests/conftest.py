@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,3 +100,210 @@ def chroma_server(tmp_path: Path) -> Iterator[tuple[str, int]]:
             process.kill()
             process.wait()
         log.close()
+
+
+# -- a scripted OpenAI-compatible LLM server ------------------------------------------------------
+# The language model is a network service, so this is where tests may put a stand-in: a real
+# HTTP server speaking the chat-completions API, in front of which the whole stack (the
+# `openai` client in assistant.llm, the answer engine, the verifier, the UI) runs unchanged.
+
+
+class Fault:
+    """What the scripted server does instead of replying (queue it like a reply)."""
+
+    def __init__(self, kind: str, *, status: int = 500, text: str = "") -> None:
+        self.kind, self.status, self.text = kind, status, text
+
+    @classmethod
+    def http(cls, status: int = 500, message: str = "scripted server error") -> Fault:
+        """An HTTP error with an OpenAI-style JSON error body."""
+        return cls("http", status=status, text=message)
+
+    @classmethod
+    def garbage(cls) -> Fault:
+        """HTTP 200 whose body is not a chat completion (SSE data that is not JSON, when streaming)."""
+        return cls("garbage")
+
+    @classmethod
+    def disconnect(cls) -> Fault:
+        """Close the connection without sending any response."""
+        return cls("disconnect")
+
+    @classmethod
+    def truncated(cls, text: str = "Vegas achieves") -> Fault:
+        """Stream `text`, then close without a finish_reason or [DONE] (a server that died mid-answer)."""
+        return cls("truncated", text=text)
+
+    def __repr__(self) -> str:
+        return f"Fault({self.kind!r}, status={self.status}, text={self.text!r})"
+
+
+def split_deltas(text: str, pieces: int = 3) -> list[str]:
+    """`text` cut at word boundaries into at most `pieces` deltas that join back to it."""
+    words = re.split(r"(?<=\s)(?=\S)", text)
+    size = max(1, -(-len(words) // pieces))
+    return ["".join(words[i : i + size]) for i in range(0, len(words), size)] if text else []
+
+
+class ScriptedLLM:
+    """A tiny OpenAI-compatible server on 127.0.0.1 answering from a script.
+
+    A reply is a string (streamed in a few deltas), a list of strings (exactly these deltas)
+    or a `Fault`. Queue replies in the order the app will ask for them (`queue`; a follow-up's
+    condense call consumes one before the answer), or set `responder` to a function of the
+    request's messages returning a reply; with neither, a request gets HTTP 500. Every chat
+    request's JSON body is kept in `requests`, in arrival order (`messages(i)` for short).
+    """
+
+    def __init__(self) -> None:
+        self.replies: list[Any] = []
+        self.responder: Callable[[list[dict]], Any] | None = None
+        self.requests: list[dict[str, Any]] = []
+        self.errors: list[Exception] = []  # exceptions raised by `responder`
+        self.model_listings = 0
+        self._lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"  # one response per connection; a stream ends at close
+
+            def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") != "/v1/models":
+                    return self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                with owner._lock:
+                    owner.model_listings += 1
+                model = {"id": "scripted", "object": "model", "owned_by": "tests"}
+                self._json(200, {"object": "list", "data": [model]})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    return self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    error = {"message": "request body is not JSON", "type": "invalid_request"}
+                    return self._json(400, {"error": error})
+                reply = owner._next_reply(body)
+                if isinstance(reply, Fault):
+                    return self._fault(reply, body)
+                deltas = split_deltas(reply) if isinstance(reply, str) else list(reply)
+                if body.get("stream"):
+                    self._stream(body, deltas, finish=True)
+                else:
+                    self._json(200, {
+                        "id": f"chatcmpl-scripted-{id(body)}", "object": "chat.completion", "created": int(time.time()),
+                        "model": body.get("model", "scripted"),
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": "".join(deltas)}}],
+                        "usage": {"prompt_tokens": 0, "completion_tokens": len(deltas), "total_tokens": len(deltas)},
+                    })
+
+            def _json(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream(self, body: dict[str, Any], deltas: list[str], finish: bool) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.end_headers()
+
+                def chunk(delta: dict[str, Any], finish_reason: str | None) -> bytes:
+                    payload = {
+                        "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": int(time.time()),
+                        "model": body.get("model", "scripted"),
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+                    }
+                    return f"data: {json.dumps(payload)}\n\n".encode()
+
+                try:
+                    self.wfile.write(chunk({"role": "assistant", "content": ""}, None))
+                    for piece in deltas:
+                        self.wfile.write(chunk({"content": piece}, None))
+                        self.wfile.flush()
+                    if finish:
+                        self.wfile.write(chunk({}, "stop"))
+                        self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                except OSError:  # the client gave up on the stream
+                    pass
+
+            def _fault(self, fault: Fault, body: dict[str, Any]) -> None:
+                if fault.kind == "http":
+                    return self._json(fault.status, {"error": {"message": fault.text, "type": "server_error"}})
+                if fault.kind == "garbage":
+                    streaming = bool(body.get("stream"))
+                    data = b"data: <html>this is not JSON</html>\n\n" if streaming else b"<html>this is not JSON</html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream" if streaming else "application/json")
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                if fault.kind == "disconnect":
+                    self.close_connection = True
+                    with contextlib.suppress(OSError):
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if fault.kind == "truncated":
+                    return self._stream(body, split_deltas(fault.text), finish=False)
+                raise ValueError(f"unknown fault {fault!r}")
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-llm", daemon=True
+        )
+
+    def queue(self, *replies: Any) -> ScriptedLLM:
+        """Append replies (str, list of deltas, or Fault), consumed one per chat request."""
+        with self._lock:
+            self.replies.extend(replies)
+        return self
+
+    def _next_reply(self, body: dict[str, Any]) -> Any:
+        with self._lock:
+            self.requests.append(body)
+            if self.replies:
+                return self.replies.pop(0)
+            responder = self.responder
+        if responder is None:
+            return Fault.http(500, "scripted LLM: no reply was queued for this request")
+        try:
+            return responder(body.get("messages") or [])
+        except Exception as exc:  # a bug in the test's responder: answer, and let the test see it
+            self.errors.append(exc)
+            return Fault.http(500, f"scripted LLM: the responder failed: {exc!r}")
+
+    def messages(self, index: int = -1) -> list[dict[str, Any]]:
+        """The messages of a recorded request (the last by default)."""
+        return self.requests[index]["messages"]
+
+    def start(self) -> ScriptedLLM:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+
+@pytest.fixture
+def scripted_llm() -> Iterator[ScriptedLLM]:
+    """A scripted OpenAI-compatible chat server on a free loopback port; `.url` ends in /v1."""
+    server = ScriptedLLM().start()
+    try:
+        yield server
+    finally:
+        server.stop()

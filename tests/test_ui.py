@@ -1,8 +1,10 @@
 """The chat UI without a browser: handlers, renderers, escaping, the /ask endpoint, serving rules.
 
-Answers are built directly from real corpus papers (our own `Answer`/`Citation` values), and
-the handlers run against a scripted assistant, so no test here needs the language model except
-the single end-to-end `/ask` call marked `llm`.
+The handlers drive a real `Assistant` (index, retrieval, answer engine, citation verifier,
+the `openai` client of assistant.llm) whose language model is the `scripted_llm` fixture:
+an OpenAI-compatible HTTP server replying from a script and recording what it was sent.
+Rendering tests build `Answer`/`Citation` values from real corpus papers. The one test
+that needs the real local language model (`/ask` over HTTP) is marked `llm`.
 """
 
 from __future__ import annotations
@@ -15,14 +17,22 @@ from typing import Any
 
 import gradio as gr
 import pytest
-from conftest import free_port, make_settings
+from conftest import Fault, ScriptedLLM, free_port, make_settings
 
 from assistant import Assistant, AssistantError, Settings, ui
-from assistant.errors import IndexMissingError, LLMUnavailableError
 from assistant.load import clean_markup, make_paper, split_sentences
+from assistant.prompts import REFUSAL_SENTINEL
 from assistant.types import Answer, Citation, Paper, Passage
 
 VEGAS_QUESTION = "What decoding throughput speedup does Vegas get over default vLLM?"
+# A draft as a small model writes it: one claim the Vegas abstract supports, one it does not.
+VEGAS_DRAFT = "Vegas achieves a 1.25×–2.81× speedup over default vLLM [1]. It is the fastest method ever built [1]."
+VEGAS_VERIFIED = "Vegas achieves a 1.25×–2.81× speedup over default vLLM [1]. It is the fastest method ever built."
+FOLLOW_UP = "Is its code public?"
+FOLLOW_UP_QUERY = "Vegas self-speculative decoding source code availability"
+FOLLOW_UP_DRAFT = "The code of Vegas is available on GitHub [1]."
+ISA_QUESTION = "Which paper proposes sparse attention for in-context video editing?"
+ISA_DRAFT = "ISA is an in-context sparse attention framework for ICL video editing [1]."
 HOSTILE = '<script>alert(1)</script> We study <img src=x onerror="alert(2)"> robust {{x}} ${y} models.'
 
 
@@ -35,6 +45,7 @@ def sentence_with(paper: Paper, needle: str) -> str:
 
 
 def vegas_answer(shared_assistant: Assistant) -> Answer:
+    """A verified answer as a value, for the rendering tests."""
     vegas = paper_titled(shared_assistant, "Vegas")
     quote = sentence_with(vegas, "speedup in decoding throughput")  # has LaTeX: 1.25$\times$
     return Answer(
@@ -47,90 +58,142 @@ def vegas_answer(shared_assistant: Assistant) -> Answer:
     )
 
 
-class ScriptedAssistant:
-    """Real papers and retrieval; `stream` replays a script and records what it was given."""
-
-    def __init__(self, real: Assistant, script: list[Any] | Exception) -> None:
-        self.real = real
-        self.papers = real.papers
-        self.sources = real.sources
-        self.engine = type("Engine", (), {"_llm": None})()
-        self.notify = lambda message: None
-        self.script = script
-        self.calls: list[dict[str, Any]] = []
-
-    def retrieve(self, question: str, k: int | None = None, source: str | None = None) -> list[Passage]:
-        return self.real.retrieve(question, k=k, source=source)
-
-    def stream(self, question: str, history: Any = None, k: Any = None, source: Any = None) -> Iterator[Any]:
-        self.calls.append({"question": question, "history": history, "k": k, "source": source})
-        if isinstance(self.script, Exception):
-            raise self.script
-        for event in self.script:
-            if isinstance(event, Answer):
-                event.question = question
-            yield event
-
-    def ask(self, question: str, **kwargs: Any) -> Answer:
-        return [e for e in self.stream(question) if isinstance(e, Answer)][-1]
+def open_assistant(index_dir: Path, llm_url: str) -> Assistant:
+    """A real Assistant over the shared index whose language model is the server at `llm_url`."""
+    return Assistant.from_settings(make_settings(index_dir, llm_base_url=llm_url, llm_model="scripted", llm_timeout=10))
 
 
-def run_turn(controller: ui.ChatController, question: str, session: dict, retrieval_only: bool = False) -> list[tuple]:
+@pytest.fixture
+def assistant(shared_index_dir: Path, scripted_llm: ScriptedLLM) -> Iterator[Assistant]:
+    instance = open_assistant(shared_index_dir, scripted_llm.url)
+    yield instance
+    instance.close()
+
+
+@pytest.fixture
+def controller(assistant: Assistant) -> ui.ChatController:
+    return ui.ChatController(assistant, assistant.settings)
+
+
+def run_turn(
+    controller: ui.ChatController, question: str, session: dict, retrieval_only: bool = False, source: str = ""
+) -> list[tuple]:
     """submit + the handler it routes to, as the browser would; returns the handler's outputs."""
     cleared, display, status, session, llm_job, retrieval_job = controller.submit(question, session, retrieval_only)
     assert cleared == ""
     assert display[-2] == {"role": "user", "content": ui.esc(question)}
     if retrieval_only:
         assert llm_job == gr.skip()
-        return [controller.retrieve(retrieval_job, session, 5, "")]
+        return [controller.retrieve(retrieval_job, session, 5, source)]
     assert retrieval_job == gr.skip()
     assert "Queued" in status
-    return list(controller.answer(llm_job, session, 5, ""))
+    return list(controller.answer(llm_job, session, 5, source))
 
 
 def last_value(outputs: list[tuple], position: int) -> Any:
     return [o[position] for o in outputs if o[position] != gr.skip()][-1]
 
 
+def is_condense(request: dict[str, Any]) -> bool:
+    return request["messages"][0]["content"].startswith("Rewrite the user's last message")
+
+
+def answer_prompt(request: dict[str, Any]) -> str:
+    """The user message of an answer request (sources and question)."""
+    system, user = request["messages"]
+    assert system["role"] == "system" and REFUSAL_SENTINEL in system["content"]
+    assert user["role"] == "user"
+    return user["content"]
+
+
+def plain(messages: list[Any]) -> bool:
+    return all(type(m) is dict and set(m) == {"role", "content"} and type(m["content"]) is str for m in messages)
+
+
 # -- the chat handler ---------------------------------------------------------------------------
 
 
-def test_history_is_passed_as_plain_messages(shared_assistant: Assistant) -> None:
-    answer = vegas_answer(shared_assistant)
-    fake = ScriptedAssistant(shared_assistant, ["Vegas ", "is fast [1]."] + [answer])
-    controller = ui.ChatController(fake, shared_assistant.settings)
+def test_history_is_passed_as_plain_messages(controller: ui.ChatController, scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.queue(VEGAS_DRAFT, FOLLOW_UP_QUERY, FOLLOW_UP_DRAFT)  # answer; then condense, answer
     session = ui.new_session()
 
     run_turn(controller, VEGAS_QUESTION, session)
-    run_turn(controller, "Is its code public?", session)
+    first = [{"role": "user", "content": VEGAS_QUESTION}, {"role": "assistant", "content": VEGAS_VERIFIED}]
+    assert session["history"] == first and plain(session["history"])
+    assert len(scripted_llm.requests) == 1  # an English first question needs no rewriting
+    assert f"Question: {VEGAS_QUESTION}" in answer_prompt(scripted_llm.requests[0])
 
-    assert fake.calls[0]["history"] == []
-    second = fake.calls[1]["history"]
-    assert second == [{"role": "user", "content": VEGAS_QUESTION}, {"role": "assistant", "content": answer.text}]
-    assert all(type(m) is dict and set(m) == {"role", "content"} and isinstance(m["content"], str) for m in second)
-    assert fake.calls[1]["question"] == "Is its code public?"
+    run_turn(controller, FOLLOW_UP, session)
+    assert scripted_llm.replies == [] and len(scripted_llm.requests) == 3
+    condense, answer = scripted_llm.requests[1], scripted_llm.requests[2]
+    # The previous turn reached the model as plain text: the question and the verified answer.
+    assert is_condense(condense) and condense["max_tokens"] == 64
+    assert [m["role"] for m in condense["messages"]] == ["user"]
+    prompt = condense["messages"][0]["content"]
+    assert f"user: {VEGAS_QUESTION}\nassistant: {VEGAS_VERIFIED}\n" in prompt
+    assert f"Last message: {FOLLOW_UP}" in prompt
+    # The rewritten query drove retrieval and the prompt; the typed question rides along.
+    assert f"Question: {FOLLOW_UP_QUERY}\n(The user asked: {FOLLOW_UP})" in answer_prompt(answer)
+    assert answer_prompt(answer).startswith("Sources:\n[1] Vegas:")
+    assert session["history"] == first + [
+        {"role": "user", "content": FOLLOW_UP},
+        {"role": "assistant", "content": FOLLOW_UP_DRAFT},
+    ]
+    assert plain(session["history"])
     # What the chat shows: two questions, two answers, the second linked to its own cards.
     assert [m["role"] for m in session["display"]] == ["user", "assistant", "user", "assistant"]
     assert 'href="#src-2-1"' in session["display"][-1]["content"]
-    assert len(session["panels"]) == 2 and not session["pending"]
+    assert len(session["panels"]) == 2 and not session["pending"] and session["turns"] == 2
+    assert 'id="src-2-1"' in session["panels"][1] and "github.com/platformxlab/vegas" in session["panels"][1]
 
 
-def test_stream_shows_draft_then_verified_answer(shared_assistant: Assistant) -> None:
-    answer = vegas_answer(shared_assistant)
-    fake = ScriptedAssistant(shared_assistant, ["Vegas <b>is</b> ", "fast [1]."] + [answer])
-    controller = ui.ChatController(fake, shared_assistant.settings)
+def test_stream_shows_draft_then_verified_answer(
+    assistant: Assistant, controller: ui.ChatController, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.queue(  # VEGAS_DRAFT in three deltas, with markup the page must not render
+        ["Vegas achieves a 1.25×–2.81× speedup ", "over default vLLM [1]. ", "It is the <b>fastest</b> method ever built [1]."]
+    )
+    assert "connects on first question" in ui.model_status(assistant, assistant.settings)
     outputs = run_turn(controller, VEGAS_QUESTION, ui.new_session())
 
     drafts = [o[0][-1]["content"] for o in outputs if o[0] != gr.skip() and "draft-cursor" in o[0][-1]["content"]]
-    assert len(drafts) == 2
-    assert "Vegas &lt;b&gt;is&lt;/b&gt;" in drafts[0] and "fast [1]." in drafts[1]
+    assert len(drafts) == 3
+    assert drafts[0].startswith("Vegas achieves a 1.25×–2.81× speedup") and "Drafting" in drafts[0]
+    assert "It is the &lt;b&gt;fastest&lt;/b&gt; method ever built [1]." in drafts[2] and "<b>" not in drafts[2]
+
     final_chat, panel, status = last_value(outputs, 0), last_value(outputs, 1), last_value(outputs, 2)
     message = final_chat[-1]["content"]
-    assert "draft-cursor" not in message
-    assert '<a class="cite" href="#src-1-1"' in message
-    assert "1 sentence of the draft could not be verified against the abstracts" in message and "fastest method ever" in message
-    assert 'id="src-1-1"' in panel and "Vegas" in panel
+    body = message.split("\n\n")[0]
+    assert "draft-cursor" not in message and "<b>" not in message
+    # The supported sentence keeps its citation; the unsupported one loses it and is flagged.
+    assert body.startswith('Vegas achieves a 1.25×–2.81× speedup over default vLLM <a class="cite" href="#src-1-1"')
+    assert body.count('class="cite"') == 1 and body.endswith("It is the &lt;b&gt;fastest&lt;/b&gt; method ever built.")
+    assert "1 sentence of the draft could not be verified against the abstracts" in message
+    assert "fastest&lt;/b&gt; method ever built. (no source supports it)" in message
+    vegas = paper_titled(assistant, "Vegas")
+    quote = clean_markup(sentence_with(vegas, "speedup in decoding throughput"))
+    assert 'id="src-1-1"' in panel and '<span class="src-title">Vegas</span>' in panel
+    assert f"<mark>{ui.esc(quote)}</mark>" in panel
     assert "1 source verified" in status
+    [request] = scripted_llm.requests
+    assert request["stream"] is True and request["model"] == "scripted"
+    assert answer_prompt(request).startswith("Sources:\n[1] Vegas:")
+    line = ui.model_status(assistant, assistant.settings)
+    assert f"scripted at {scripted_llm.url}" in line and "ready" in line
+
+
+def test_unanswerable_question_refuses_without_calling_the_model(
+    controller: ui.ChatController, scripted_llm: ScriptedLLM
+) -> None:
+    question = "What is the best recipe for sourdough bread?"
+    outputs = run_turn(controller, question, ui.new_session())
+    assert scripted_llm.requests == []  # nothing relevant was retrieved: the model is not asked
+    panel = last_value(outputs, 1)
+    assert "Closest papers" in panel and "Not an answer" in panel
+    assert panel.count('class="src-card src-ranked"') == 3
+    message = last_value(outputs, 0)[-1]["content"]
+    assert "closest papers are listed beside the chat" in message and 'class="cite"' not in message
+    assert "No answer in these abstracts" in last_value(outputs, 2)
 
 
 def test_sources_card_highlights_the_quote_in_the_cleaned_abstract(shared_assistant: Assistant) -> None:
@@ -187,57 +250,134 @@ def test_refusal_lists_the_closest_papers(shared_assistant: Assistant) -> None:
     assert "closest papers are listed beside the chat" in message and "cite" not in message
 
 
-def test_llm_down_shows_the_retrieval_answer_with_its_notice(shared_assistant: Assistant) -> None:
-    passages = shared_assistant.retrieve(VEGAS_QUESTION, k=4)
-    down = Answer(
-        question=VEGAS_QUESTION,
-        text="The language model could not answer, so here are the most relevant papers instead.",
-        passages=passages,
-        retrieval_only=True,
-        notices=["LLM server at http://127.0.0.1:9/v1 is not reachable: Connection refused."],
-    )
-    fake = ScriptedAssistant(shared_assistant, [down])
-    controller = ui.ChatController(fake, shared_assistant.settings)
-    outputs = run_turn(controller, VEGAS_QUESTION, ui.new_session())
+def test_llm_down_shows_the_retrieval_answer_with_its_notice(shared_index_dir: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    with open_assistant(shared_index_dir, url) as down:
+        controller = ui.ChatController(down, down.settings)
+        session = ui.new_session()
+        outputs = run_turn(controller, VEGAS_QUESTION, session)
     message = last_value(outputs, 0)[-1]["content"]
-    assert "not reachable" in message and "most relevant papers instead" in message
+    assert "most relevant papers instead" in message
+    assert f"LLM server at {url} is not reachable" in message and "Traceback" not in message
     panel = last_value(outputs, 1)
-    assert "Most relevant papers" in panel and panel.count("src-card") == 4
+    assert "Most relevant papers" in panel and panel.count('class="src-card src-ranked"') == 5
+    assert '<span class="src-title">Vegas</span>' in panel
     assert "Language model unavailable" in last_value(outputs, 2)
+    assert not session["pending"] and len(session["panels"]) == 1
 
 
-def test_assistant_errors_become_messages_not_tracebacks(shared_assistant: Assistant) -> None:
-    error = IndexMissingError("No index yet. Run `assistant index` first.")
-    controller = ui.ChatController(ScriptedAssistant(shared_assistant, error), shared_assistant.settings)
+FAILURES = [  # what the server does -> what the user reads
+    (Fault.http(500, "CUDA out of memory"), "returned HTTP 500: CUDA out of memory"),
+    (Fault.garbage(), "sent a response that is not a valid chat completion"),
+    (Fault.disconnect(), "is not reachable: Server disconnected without sending a response"),
+    (Fault.truncated("Vegas achieves a 1.25×"), "ended the answer stream unexpectedly"),
+]
+
+
+def test_llm_failures_become_readable_messages(controller: ui.ChatController, scripted_llm: ScriptedLLM) -> None:
+    # One assistant for all four (a fresh one per case would only repeat its start-up).
+    scripted_llm.queue(*[fault for fault, _ in FAILURES])
+    for fault, explanation in FAILURES:
+        session = ui.new_session()
+        outputs = run_turn(controller, VEGAS_QUESTION, session)
+        message = last_value(outputs, 0)[-1]["content"]
+        assert "most relevant papers instead" in message and explanation in message, (fault, message)
+        assert "Traceback" not in message and "draft-cursor" not in message, fault
+        assert "Most relevant papers" in last_value(outputs, 1), fault
+        assert "Language model unavailable" in last_value(outputs, 2), fault
+        assert not session["pending"], fault
+    assert len(scripted_llm.requests) == len(FAILURES) and scripted_llm.replies == []
+
+
+def test_follow_up_is_searched_as_typed_when_the_rewrite_fails(
+    controller: ui.ChatController, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.queue(VEGAS_DRAFT, Fault.http(500, "rewrite failed"), FOLLOW_UP_DRAFT)
     session = ui.new_session()
-    with pytest.warns(UserWarning, match="No index yet"):  # gr.Warning outside a request
-        outputs = run_turn(controller, "anything?", session)
+    run_turn(controller, VEGAS_QUESTION, session)
+    outputs = run_turn(controller, "Is the code of Vegas public?", session)
+    assert is_condense(scripted_llm.requests[1]) and scripted_llm.replies == []
+    assert "(The user asked: Is the code of Vegas public?)" in answer_prompt(scripted_llm.requests[2])
     message = last_value(outputs, 0)[-1]["content"]
-    assert "Could not answer" in message and "Run `assistant index` first." in message
-    assert "Traceback" not in message and "Error: No index yet" in last_value(outputs, 2)
-    assert not session["pending"] and session["history"] == []
-
-    crash = ui.ChatController(ScriptedAssistant(shared_assistant, ZeroDivisionError("boom")), shared_assistant.settings)
-    outputs = run_turn(crash, "anything?", ui.new_session())
-    assert "Unexpected error: ZeroDivisionError: boom" in last_value(outputs, 0)[-1]["content"]
+    assert "Could not rewrite the follow-up question" in message and "rewrite failed" in message
+    assert 'href="#src-2-1"' in message and "1 source verified" in last_value(outputs, 2)
 
 
-def test_a_second_question_waits_for_the_first(shared_assistant: Assistant) -> None:
-    controller = ui.ChatController(ScriptedAssistant(shared_assistant, []), shared_assistant.settings)
+def test_assistant_errors_become_messages_not_tracebacks(
+    controller: ui.ChatController, scripted_llm: ScriptedLLM
+) -> None:
+    # A corpus file the index does not have (a stale page, say): the retriever's QuestionError.
     session = ui.new_session()
-    controller.submit("first?", session, False)
+    with pytest.warns(UserWarning, match="Unknown source file"):  # gr.Warning outside a request
+        outputs = run_turn(controller, "anything?", session, source="no-such-file.txt")
+    message = last_value(outputs, 0)[-1]["content"]
+    assert "Could not answer" in message and "Unknown source file &#x27;no-such-file.txt&#x27;" in message
+    assert "Traceback" not in message and "Error: Unknown source file" in last_value(outputs, 2)
+    assert not session["pending"] and session["history"] == [] and session["panels"] == []
+    assert scripted_llm.requests == []  # it failed before the model was asked
+
+    # The same in the retrieval-only handler.
+    with pytest.warns(UserWarning, match="Unknown source file"):
+        [(display, panel, status, _)] = run_turn(
+            controller, "anything?", ui.new_session(), retrieval_only=True, source="no-such-file.txt"
+        )
+    assert "Could not answer" in display[-1]["content"] and panel == gr.skip() and "Error:" in status
+
+    # A failure that is not ours (here a request without k) is shown too, as an unexpected error.
+    session = ui.new_session()
+    *_, job, _ = controller.submit("anything?", session, False)
+    outputs = list(controller.answer(job, session, None, ""))
+    message = last_value(outputs, 0)[-1]["content"]
+    assert "Could not answer" in message and "Unexpected error: TypeError" in message
+    assert "Traceback" not in message and not session["pending"]
+
+
+def test_a_second_question_waits_for_the_first(controller: ui.ChatController, scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.queue(["Vegas achieves ", "a 1.25×–2.81× speedup ", "over default vLLM [1]."])
+    session = ui.new_session()
+    *_, job, _ = controller.submit(VEGAS_QUESTION, session, False)
+    answering = controller.answer(job, session, 5, "")
+    for display, *_ in answering:  # until the first words of the draft are shown
+        if display != gr.skip() and "draft-cursor" in display[-1]["content"]:
+            break
     with pytest.warns(UserWarning, match="Still answering"):
         result = controller.submit("second?", session, False)
     assert result[4] == gr.skip() and len(session["display"]) == 2
-    display, status, session = controller.stop(session)
-    assert "Stopped" in display[-1]["content"] and not session["pending"]
+
+    display, status, session = controller.stop(session)  # what the Stop button does after cancelling
+    answering.close()
+    stopped = display[-1]["content"]
+    assert stopped.startswith("Vegas achieves") and "draft-cursor" not in stopped
+    assert "Stopped before the answer was complete; this draft was not verified." in stopped
+    assert "Stopped" in status and not session["pending"] and session["history"] == []
+    assert controller.submit("second?", session, False)[4]["question"] == "second?"
 
 
-def test_sessions_are_independent(shared_assistant: Assistant) -> None:
-    controller = ui.ChatController(ScriptedAssistant(shared_assistant, []), shared_assistant.settings)
-    one, two = ui.new_session(), ui.new_session()
-    run_turn(controller, "Which paper is about Vegas?", one, retrieval_only=True)
-    assert two == ui.new_session() and len(one["display"]) == 2
+def test_sessions_are_independent(controller: ui.ChatController, scripted_llm: ScriptedLLM) -> None:
+    def respond(messages: list[dict[str, Any]]) -> str:
+        prompt = messages[-1]["content"]
+        if prompt.startswith("Rewrite the user's last message"):
+            return FOLLOW_UP_QUERY
+        return ISA_DRAFT if "video editing" in prompt else VEGAS_DRAFT if VEGAS_QUESTION in prompt else FOLLOW_UP_DRAFT
+
+    scripted_llm.responder = respond
+    one, two, three = ui.new_session(), ui.new_session(), ui.new_session()
+    run_turn(controller, VEGAS_QUESTION, one)
+    run_turn(controller, ISA_QUESTION, two)
+    run_turn(controller, "Which paper is about Vegas?", three, retrieval_only=True)
+    assert [is_condense(r) for r in scripted_llm.requests] == [False, False]  # no history leaked between sessions
+    assert "ISA" in answer_prompt(scripted_llm.requests[1]) and "Vegas" not in answer_prompt(scripted_llm.requests[1])
+    assert [m["content"] for m in one["history"]] == [VEGAS_QUESTION, VEGAS_VERIFIED]
+    assert [m["content"] for m in two["history"]] == [ISA_QUESTION, ISA_DRAFT]
+    assert one["turns"] == two["turns"] == three["turns"] == 1
+    assert all('href="#src-1-1"' in s["display"][-1]["content"] for s in (one, two, three))
+
+    run_turn(controller, FOLLOW_UP, one)
+    condense = scripted_llm.messages(2)[0]["content"]
+    assert is_condense(scripted_llm.requests[2]) and VEGAS_QUESTION in condense
+    assert ISA_QUESTION not in condense and "Which paper is about Vegas?" not in condense
+    assert len(one["display"]) == 4 and len(two["display"]) == len(three["display"]) == 2
+    assert scripted_llm.errors == []
 
 
 # -- escaping -------------------------------------------------------------------------------------
@@ -336,18 +476,20 @@ def test_app_exposes_the_ask_endpoint(shared_assistant: Assistant) -> None:
     assert shared_assistant.engine._llm is None
 
 
-def test_ask_api_returns_text_and_sources(shared_assistant: Assistant) -> None:
-    answer = vegas_answer(shared_assistant)
-    controller = ui.ChatController(ScriptedAssistant(shared_assistant, [answer]), shared_assistant.settings)
+def test_ask_api_returns_text_and_sources(
+    assistant: Assistant, controller: ui.ChatController, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.queue(VEGAS_DRAFT)
     text, sources = controller.ask_api(VEGAS_QUESTION)
-    assert text == answer.text
+    assert text == VEGAS_VERIFIED
+    vegas = paper_titled(assistant, "Vegas")
     assert sources == [
-        {"marker": 1, "title": "Vegas", "source": answer.citations[0].paper.source,
-         "ordinal": answer.citations[0].paper.ordinal, "quote": answer.citations[0].quote}
+        {"marker": 1, "title": "Vegas", "source": vegas.source, "ordinal": vegas.ordinal,
+         "quote": sentence_with(vegas, "speedup in decoding throughput")}
     ]
-    failing = ui.ChatController(ScriptedAssistant(shared_assistant, LLMUnavailableError("down")), shared_assistant.settings)
-    with pytest.raises(gr.Error, match="down"):
-        failing.ask_api("x")
+    with pytest.raises(gr.Error, match="The question is empty"):
+        controller.ask_api("   ")
+    assert len(scripted_llm.requests) == 1
 
 
 def test_theme_and_page_use_no_external_resources() -> None:
