@@ -347,7 +347,13 @@ def render_error(message: str) -> str:
 
 
 def sources_json(answer: Answer) -> list[dict[str, Any]]:
-    """The cited sources as plain data (the `/ask` API)."""
+    """The sources as plain data (the `/ask` API): the cited papers with their quotes, or, for a
+    refusal or a retrieval-only answer, the closest papers (marker None, quote empty)."""
+    if not answer.citations:
+        return [
+            {"marker": None, "title": p.paper.title, "source": p.paper.source, "ordinal": p.paper.ordinal, "quote": ""}
+            for p in answer.passages[:3]
+        ]
     return [
         {"marker": c.marker, "title": c.paper.title, "source": c.paper.source, "ordinal": c.paper.ordinal, "quote": c.quote}
         for c in sorted(answer.citations, key=lambda c: c.marker)
@@ -457,7 +463,8 @@ def job_status(text: str, kind: str = "info") -> str:
 
 def new_session() -> dict[str, Any]:
     """One browser session's conversation: what is shown, what the model sees, the source panels."""
-    return {"display": [], "history": [], "panels": [], "turns": 0, "pending": False}
+    # panels: index of an assistant message in "display" -> the source panel of that answer
+    return {"display": [], "history": [], "panels": {}, "turns": 0, "pending": False}
 
 
 def _plain_history(history: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -546,8 +553,8 @@ class ChatController:
     ) -> None:
         session["display"] = session["display"][:-1] + [{"role": "assistant", "content": content}]
         session["pending"] = False
-        if panel is not None:
-            session["panels"] = session["panels"] + [panel]
+        if panel is not None:  # keyed by message position: error turns have no panel
+            session["panels"] = {**session["panels"], len(session["display"]) - 1: panel}
         if history_text is not None:
             session["history"] = session["history"] + [
                 {"role": "user", "content": question},
@@ -679,11 +686,7 @@ class ChatController:
         index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
         if not isinstance(index, int) or index < 0:
             return gr.skip()
-        answers = [i for i, m in enumerate(session["display"]) if m["role"] == "assistant"]
-        if index not in answers:
-            return gr.skip()
-        position = answers.index(index)
-        return session["panels"][position] if position < len(session["panels"]) else gr.skip()
+        return session["panels"].get(index, gr.skip())
 
     def ask_api(self, question: str) -> tuple[str, list[dict[str, Any]]]:
         """Answer `question` about the papers: (answer text with [n] markers, cited sources as JSON)."""
@@ -691,7 +694,8 @@ class ChatController:
             answer = self.assistant.ask(question)
         except AssistantError as exc:
             raise gr.Error(str(exc)) from exc
-        return answer.text, sources_json(answer)
+        text = " ".join([answer.text, *answer.notices])  # e.g. why only the closest papers came back
+        return text, sources_json(answer)
 
 
 # -- the app ------------------------------------------------------------------------------------

@@ -144,7 +144,7 @@ def test_history_is_passed_as_plain_messages(controller: ui.ChatController, scri
     assert [m["role"] for m in session["display"]] == ["user", "assistant", "user", "assistant"]
     assert 'href="#src-2-1"' in session["display"][-1]["content"]
     assert len(session["panels"]) == 2 and not session["pending"] and session["turns"] == 2
-    assert 'id="src-2-1"' in session["panels"][1] and "github.com/platformxlab/vegas" in session["panels"][1]
+    assert 'id="src-2-1"' in session["panels"][3] and "github.com/platformxlab/vegas" in session["panels"][3]
 
 
 def test_stream_shows_draft_then_verified_answer(
@@ -313,7 +313,7 @@ def test_assistant_errors_become_messages_not_tracebacks(
     message = last_value(outputs, 0)[-1]["content"]
     assert "Could not answer" in message and "Unknown source file &#x27;no-such-file.txt&#x27;" in message
     assert "Traceback" not in message and "Error: Unknown source file" in last_value(outputs, 2)
-    assert not session["pending"] and session["history"] == [] and session["panels"] == []
+    assert not session["pending"] and session["history"] == [] and session["panels"] == {}
     assert scripted_llm.requests == []  # it failed before the model was asked
 
     # The same in the retrieval-only handler.
@@ -550,3 +550,12 @@ def test_ask_endpoint_answers_through_gradio_client(shared_index_dir: Path) -> N
     finally:
         app.close()
         assistant.close()
+
+
+def test_clicking_an_answer_after_an_error_turn_shows_that_answers_sources(controller: ui.ChatController) -> None:
+    session = ui.new_session()
+    with pytest.warns(UserWarning):
+        run_turn(controller, "anything?", session, retrieval_only=True, source="no-such-file.txt")
+    run_turn(controller, VEGAS_QUESTION, session, retrieval_only=True)
+    assert controller.select(session, gr.SelectData(None, {"index": 1, "value": ""})) == gr.skip()  # the error
+    assert "Vegas" in controller.select(session, gr.SelectData(None, {"index": 3, "value": ""}))
