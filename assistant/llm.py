@@ -630,7 +630,7 @@ class LLM:
             if died:
                 return LLMUnavailableError(died)
             return LLMUnavailableError(
-                f"LLM server at {self._where} is not reachable: {_cause(exc).rstrip(".")}. {self._hint}"
+                f"LLM server at {self._where} is not reachable: {_cause(exc).rstrip('.')}. {self._hint}"
             )
         if isinstance(exc, openai.AuthenticationError):
             return LLMError(
