@@ -15,11 +15,10 @@ from typing import Any
 from .answer import AnswerEngine
 from .config import BUNDLED_CORPUS, Settings
 from .embed import embedding_identity, make_embedder
-from .errors import IndexMismatchError
 from .index import IndexReport, build_index, corpus_fingerprint
 from .load import load_papers
 from .retrieve import HybridRetriever
-from .store import Store
+from .store import IndexInfo, Store
 from .types import Answer, Paper, Passage
 
 Notify = Callable[[str], None]
@@ -33,6 +32,13 @@ def resolve_corpus(settings: Settings, store: Store) -> list[Path]:
     if info is not None and info.corpus and all(Path(p).is_file() for p in info.corpus):
         return [Path(p) for p in info.corpus]
     return sorted(BUNDLED_CORPUS.glob("*.txt"))
+
+
+def _refuse_other_embedder(store: Store, settings: Settings, info: IndexInfo | None) -> None:
+    """An existing index built with another embedding model cannot be queried or extended:
+    fail (IndexMismatchError with the rebuild hint) before any embedder is created."""
+    if info is not None and info.chunks:
+        store.require(embedding_identity(settings)[0])
 
 
 class Assistant:
@@ -72,10 +78,8 @@ class Assistant:
         store = Store(settings)
         corpus = resolve_corpus(settings, store)
         papers = load_papers(corpus)
-        model, _ = embedding_identity(settings)
         info = store.info()
-        if info is not None and info.chunks and info.embedding_model != model:
-            store.require(model)  # raises IndexMismatchError with the rebuild hint
+        _refuse_other_embedder(store, settings, info)
         embedder = make_embedder(settings)
         if info is None or not info.chunks or info.fingerprint != corpus_fingerprint(papers, settings):
             say("Building the index (first run)…" if info is None or not info.chunks else "Corpus changed: updating the index…")
@@ -134,11 +138,5 @@ def reindex(settings: Settings, paths: list[Path] | None = None, rebuild: bool =
     corpus = paths or resolve_corpus(settings, store)
     papers = load_papers(corpus)
     if not rebuild:
-        model, _ = embedding_identity(settings)
-        info = store.info()
-        if info is not None and info.chunks and info.embedding_model != model:
-            raise IndexMismatchError(
-                f"The index was built with '{info.embedding_model}', the settings ask for '{model}'. "
-                "Run `assistant index --rebuild` to rebuild it with the new model."
-            )
+        _refuse_other_embedder(store, settings, store.info())
     return build_index(papers, corpus, settings, store, make_embedder(settings), rebuild=rebuild, progress=progress)
