@@ -71,35 +71,47 @@ def corpus_copy(tmp_path: Path) -> list[Path]:
     return [Path(shutil.copy(path, folder / path.name)) for path in CORPUS_FILES]
 
 
+@contextlib.contextmanager
+def running_server(
+    command: list[str], health_url: str, log_path: Path, start_timeout: float, stop_timeout: float = 10, **popen: Any
+) -> Iterator[subprocess.Popen]:
+    """Start `command`, wait until `health_url` answers 200, and stop it by pid afterwards."""
+    log = open(log_path, "wb")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, **popen)
+    try:
+        deadline = time.monotonic() + start_timeout
+        while True:
+            try:
+                with urllib.request.urlopen(health_url, timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{command[0]} did not start:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.3)
+        yield process
+    finally:
+        process.terminate()  # SIGTERM lets it stop its own children (the UI stops its LLM server)
+        try:
+            process.wait(timeout=stop_timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
 @pytest.fixture
 def chroma_server(tmp_path: Path) -> Iterator[tuple[str, int]]:
     """A real `chroma run` on a free loopback port, stopped by pid afterwards."""
     port = free_port()
     chroma = Path(sys.executable).parent / "chroma"
-    log = open(tmp_path / "chroma.log", "wb")
-    process = subprocess.Popen(
-        [str(chroma), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1)
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"chroma run did not start: {(tmp_path / 'chroma.log').read_text()[-2000:]}")
-                time.sleep(0.3)
+    command = [str(chroma), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1", "--port", str(port)]
+    with running_server(
+        command, f"http://127.0.0.1:{port}/api/v2/heartbeat", tmp_path / "chroma.log", start_timeout=60,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    ):
         yield "127.0.0.1", port
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
 
 
 # -- a scripted OpenAI-compatible LLM server ------------------------------------------------------

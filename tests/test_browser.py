@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import free_port
+from conftest import free_port, running_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
@@ -57,33 +55,11 @@ def server(shared_index_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     """`python -m assistant.ui` on a free loopback port, stopped by pid afterwards."""
     port = free_port()
     log_path = tmp_path_factory.mktemp("ui-server") / "server.log"
-    log = open(log_path, "wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "assistant.ui", "--host", "127.0.0.1", "--port", str(port), "--index-dir", str(shared_index_dir)],
-        cwd=PROJECT, stdout=log, stderr=subprocess.STDOUT,
-    )
     url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the UI server did not start:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
+    command = [sys.executable, "-m", "assistant.ui", "--host", "127.0.0.1", "--port", str(port),
+               "--index-dir", str(shared_index_dir)]
+    with running_server(command, url, log_path, start_timeout=180, stop_timeout=20, cwd=PROJECT):
         yield url
-    finally:
-        process.terminate()  # SIGTERM: the app stops its llama.cpp server on the way out
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
 
 
 def open_page(browser: Any, url: str) -> tuple[Any, Any, list[str]]:
