@@ -378,11 +378,10 @@ class LocalServer:
             "--interrupt_requests", "false",
             # Only the sampled token's logits are needed; the default computes them all.
             "--logits_all", "false",
-            # Keep KV states of recent prompts in RAM: the fixed system prefix is then not
-            # re-evaluated when another prompt came in between (measured: ~370 -> ~10 tokens).
-            "--cache", "true",
-            "--cache_type", "ram",
-            "--cache_size", str(512 * 1024 * 1024),
+            # No `--cache` (RAM state cache): it saved re-reading the fixed system prefix after
+            # an unrelated prompt, but the server's memory grew by ~300 MB per request, to 10 GB
+            # over an evaluation run, despite its size limit. llama.cpp still reuses the prefix
+            # of the previous request, which covers consecutive questions.
         ]
 
     def start(self) -> LocalServer:
