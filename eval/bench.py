@@ -1,0 +1,1165 @@
+#!/usr/bin/env python
+"""Performance benchmark of the reading assistant: embedding, indexing, retrieval, Chroma server, LLM, memory.
+
+    .venv/bin/python eval/bench.py                # full run: 10,000 synthetic abstracts
+    .venv/bin/python eval/bench.py --quick        # 1,000 synthetic abstracts, to check the set-up
+    .venv/bin/python eval/bench.py --skip-llm --skip-server
+
+Prints a report and writes it as JSON to eval/reports/bench-<timestamp>.json. Everything it
+builds lives in one temporary folder that is removed at the end; every server it starts is
+stopped by pid (also on Ctrl-C). The machine is usually shared, so read ratios measured
+within one run (retrieve/bare, indexing/embedding) rather than absolute figures across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.metadata
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+_T_IMPORT = time.perf_counter()
+import assistant  # noqa: E402,F401  (sets the offline environment before the heavy imports)
+import numpy as np  # noqa: E402
+from assistant.api import Assistant, reindex  # noqa: E402
+from assistant.chunk import chunk_papers  # noqa: E402
+from assistant.config import BUNDLED_CORPUS, Settings  # noqa: E402
+from assistant.embed import make_embedder  # noqa: E402
+from assistant.index import corpus_fingerprint  # noqa: E402
+from assistant.load import load_papers, split_sentences  # noqa: E402
+from assistant.retrieve import HybridRetriever  # noqa: E402
+from assistant.store import Store  # noqa: E402
+from assistant.types import Answer  # noqa: E402
+
+IMPORT_SECONDS = time.perf_counter() - _T_IMPORT
+QUESTIONS_FILE = ROOT / "eval" / "questions.jsonl"
+REPORT_DIR = ROOT / "eval" / "reports"
+CHROMA_BIN = Path(sys.executable).parent / "chroma"
+
+
+# ---------------------------------------------------------------------------------------
+# Small helpers
+# ---------------------------------------------------------------------------------------
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def note(text: str) -> None:
+    """Progress for long phases (stderr, so the report on stdout stays clean)."""
+    print(f"  … {text}", file=sys.stderr, flush=True)
+
+
+def r(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else round(float(x), digits)
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if values else float("nan")
+
+
+def stats_ms(values: list[float]) -> dict[str, float | int | None]:
+    """p50/p95/mean in milliseconds of durations given in seconds."""
+    if not values:
+        return {"n": 0, "p50_ms": None, "p95_ms": None, "mean_ms": None}
+    return {
+        "n": len(values),
+        "p50_ms": r(pct(values, 50) * 1000, 2),
+        "p95_ms": r(pct(values, 95) * 1000, 2),
+        "mean_ms": r(sum(values) / len(values) * 1000, 2),
+    }
+
+
+def fmt_ms(s: dict[str, Any]) -> str:
+    if not s.get("n"):
+        return "n/a"
+    return f"p50 {s['p50_ms']:8.2f} ms   p95 {s['p95_ms']:8.2f} ms   (n={s['n']})"
+
+
+def proc_mem(pid: int | str = "self") -> dict[str, float | None]:
+    """VmRSS and VmHWM (peak RSS) of a process in MiB, from /proc/<pid>/status."""
+    out: dict[str, float | None] = {"rss_mib": None, "hwm_mib": None}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                out["rss_mib"] = round(int(line.split()[1]) / 1024, 1)
+            elif line.startswith("VmHWM:"):
+                out["hwm_mib"] = round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def loadavg() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _machine_busy_s() -> float:
+    """CPU-seconds the whole machine has been busy (all cores; idle and iowait excluded)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / _TICK
+
+
+def _process_cpu_s(pid: int | str) -> float:
+    try:
+        parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        # utime, stime, cutime, cstime are fields 14-17 of stat; after the ")" they start at index 11.
+        return sum(int(x) for x in parts[11:15]) / _TICK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class CpuMeter:
+    """How busy *other* processes kept the machine during a section (the machine is shared)."""
+
+    def __init__(self, ours: Callable[[], list[int]]) -> None:
+        self.ours = ours
+
+    def _own(self) -> float:
+        return _process_cpu_s("self") + sum(_process_cpu_s(pid) for pid in self.ours())
+
+    @contextlib.contextmanager
+    def measure(self, into: dict[str, Any]) -> Iterator[None]:
+        wall0, busy0, own0 = time.perf_counter(), _machine_busy_s(), self._own()
+        try:
+            yield
+        finally:
+            wall = time.perf_counter() - wall0
+            busy, own = _machine_busy_s() - busy0, self._own() - own0
+            into["contention"] = {
+                "wall_s": r(wall, 2),
+                "benchmark_cores": r(own / wall, 2) if wall else None,
+                "other_processes_cores": r(max(busy - own, 0.0) / wall, 2) if wall else None,
+                "other_llm_servers": other_llm_servers(self.ours()),
+            }
+
+
+def other_llm_servers(ours: list[int]) -> int:
+    """Running llama_cpp.server processes that are not this benchmark's (they compete for the cores)."""
+    count = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in ours:
+            continue
+        with contextlib.suppress(OSError):
+            if b"llama_cpp.server" in (entry / "cmdline").read_bytes():
+                count += 1
+    return count
+
+
+def print_contention(section: dict[str, Any]) -> None:
+    c = section.get("contention")
+    if c:
+        say(
+            f"  [shared machine: during these {c['wall_s']:.0f} s this benchmark used {c['benchmark_cores']} cores, "
+            f"other processes {c['other_processes_cores']} cores; other LLM servers running: {c['other_llm_servers']}]"
+        )
+
+
+class Report:
+    """Sections of results, printed as they come and saved as JSON."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.data: dict[str, Any] = {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "arguments": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+            "complete": False,
+        }
+        self.memory: list[dict[str, Any]] = []
+        self.data["memory_snapshots"] = self.memory
+
+    def section(self, name: str, title: str) -> dict[str, Any]:
+        say()
+        say(f"== {title} " + "=" * max(0, 74 - len(title)))
+        self.data[name] = {}
+        return self.data[name]
+
+    def snapshot(self, stage: str, extra_pids: dict[str, int | None] | None = None) -> None:
+        row: dict[str, Any] = {"stage": stage, "bench": proc_mem()}
+        for label, pid in (extra_pids or {}).items():
+            if pid:
+                row[label] = proc_mem(pid)
+        self.memory.append(row)
+
+    def write(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        path.write_text(json.dumps(self.data, indent=1, ensure_ascii=False, default=str) + "\n")
+        return path
+
+
+# ---------------------------------------------------------------------------------------
+# Inputs: real corpus, synthetic corpus, queries
+# ---------------------------------------------------------------------------------------
+
+
+def real_corpus() -> list[Path]:
+    paths = sorted(BUNDLED_CORPUS.glob("*.txt"))
+    if not paths:
+        raise SystemExit(f"No bundled corpus files in {BUNDLED_CORPUS}.")
+    return paths
+
+
+def make_synthetic(real_paths: list[Path], n: int, seed: int, target: Path) -> dict[str, Any]:
+    """Write `n` abstracts recombined from the real abstracts' sentences (deterministic for a seed).
+
+    Each synthetic abstract takes the length (in characters) of a randomly drawn real abstract,
+    opens with a real opening sentence and continues with randomly drawn real sentences.
+    """
+    papers = load_papers(real_paths)
+    openers: list[str] = []
+    body: list[str] = []
+    lengths: list[int] = []
+    for paper in papers:
+        sentences = split_sentences(paper.abstract)
+        if not sentences:
+            continue
+        openers.append(sentences[0])
+        body.extend(sentences[1:] or sentences)
+        lengths.append(len(paper.abstract))
+    rng = random.Random(seed)
+    total_chars = 0
+    with open(target, "w", encoding="utf-8") as out:
+        for i in range(n):
+            goal = rng.choice(lengths)
+            parts = [rng.choice(openers)]
+            size = len(parts[0])
+            while size < goal:
+                sentence = rng.choice(body)
+                parts.append(sentence)
+                size += len(sentence) + 1
+            abstract = " ".join(parts)
+            words = parts[0].split()[:7]
+            title = f"S{i + 1:05d} " + " ".join(words).strip(",.;:")
+            out.write(json.dumps({"title": title, "abstract": abstract}, ensure_ascii=False) + "\n")
+            total_chars += len(abstract)
+    return {
+        "abstracts": n,
+        "seed": seed,
+        "mean_chars": round(total_chars / max(n, 1)),
+        "real_mean_chars": round(sum(lengths) / max(len(lengths), 1)),
+        "file_mib": round(target.stat().st_size / 2**20, 2),
+    }
+
+
+def load_questions(count: int) -> list[dict[str, Any]]:
+    """`count` varied single-turn questions, evenly spread over eval/questions.jsonl (all types)."""
+    rows = [json.loads(line) for line in QUESTIONS_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    single = [q for q in rows if not q.get("history")]
+    if len(single) <= count:
+        return single
+    step = len(single) / count
+    return [single[int(i * step)] for i in range(count)]
+
+
+# ---------------------------------------------------------------------------------------
+# Measurements
+# ---------------------------------------------------------------------------------------
+
+
+def measure_embedding(embedder: Any, texts: list[str], batch: int) -> dict[str, Any]:
+    """texts/s of MiniLM alone on chunk-sized texts, in batches, sorted by length as the indexer does."""
+    embedder.encode(texts[:batch])  # warm-up (ONNX session allocations)
+    out: dict[str, Any] = {"texts": len(texts), "batch": batch}
+    for label, order in (("sorted", sorted(texts, key=len)), ("unsorted", texts)):
+        mark = time.perf_counter()
+        for start in range(0, len(order), batch):
+            embedder.encode(order[start : start + batch])
+        seconds = time.perf_counter() - mark
+        out[f"{label}_seconds"] = r(seconds, 3)
+        out[f"{label}_texts_per_s"] = r(len(order) / seconds, 1)
+    out["texts_per_s"] = out["sorted_texts_per_s"]
+    if hasattr(embedder, "_tokenizer"):
+        # The tokenizer pads to the batch's longest text, so count the attention mask, not the ids.
+        masks = [sum(e.attention_mask) for e in embedder._tokenizer.encode_batch(texts[:256])]
+        out["mean_wordpiece_tokens"] = round(sum(masks) / len(masks), 1)
+    return out
+
+
+@contextlib.contextmanager
+def build_probes() -> Iterator[dict[str, float]]:
+    """Time spent inside embedding, Chroma writes and index reads during a build (bench-process patch only)."""
+    from assistant import embed as embed_module
+    from assistant import index as index_module
+
+    spent = {"embed_s": 0.0, "upsert_s": 0.0, "read_hashes_s": 0.0, "chunk_s": 0.0}
+    originals = (
+        (embed_module.MiniLMEmbedding, "encode", "embed_s"),
+        (Store, "upsert", "upsert_s"),
+        (Store, "paper_hashes", "read_hashes_s"),
+        (index_module, "chunk_papers", "chunk_s"),
+    )
+    originals = tuple(o for o in originals if hasattr(o[0], o[1]))  # tolerate renamed internals
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in originals]
+
+    def timed(function: Callable[..., Any], key: str) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            mark = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[key] += time.perf_counter() - mark
+
+        return wrapper
+
+    for (owner, name, key), (_, _, function) in zip(originals, saved):
+        setattr(owner, name, timed(function, key))
+    try:
+        yield spent
+    finally:
+        for owner, name, function in saved:
+            setattr(owner, name, function)
+
+
+def progress_printer(label: str) -> Callable[[int, int], None]:
+    state = {"start": time.perf_counter(), "next": 0.0}
+
+    def update(done: int, total: int) -> None:
+        if total == 0 or done == 0:
+            return
+        share = done / total
+        if share >= state["next"] or done >= total:
+            elapsed = time.perf_counter() - state["start"]
+            rate = done / elapsed if elapsed > 0 else 0.0
+            eta = (total - done) / rate if rate > 0 else float("nan")
+            note(f"{label}: {done}/{total} chunks embedded ({rate:.0f}/s, {elapsed:.0f} s elapsed, ~{eta:.0f} s left)")
+            state["next"] = share + 0.1
+
+    return update
+
+
+def measure_build(settings: Settings, paths: list[Path], label: str, embed_rate: float | None) -> dict[str, Any]:
+    """A first build, then a re-index with nothing changed."""
+    with build_probes() as spent:
+        mark = time.perf_counter()
+        report = reindex(settings, paths, rebuild=False, progress=progress_printer(label))
+        wall = time.perf_counter() - mark
+    out: dict[str, Any] = {
+        "papers": report.papers,
+        "chunks": report.chunks,
+        "chunks_per_paper": r(report.chunks / max(report.papers, 1), 2),
+        "embedded_chunks": report.embedded_chunks,
+        "build_seconds": r(report.seconds, 3),
+        "wall_seconds": r(wall, 3),
+        "chunks_per_s": r(report.embedded_chunks / report.seconds, 1) if report.seconds else None,
+    }
+    if embed_rate and out["chunks_per_s"]:
+        out["ratio_index_to_embedding"] = r(out["chunks_per_s"] / embed_rate, 3)
+    out["inside_build"] = {k: r(v, 3) for k, v in spent.items()}
+    if spent["embed_s"] > 0:
+        out["embedding_texts_per_s_during_build"] = r(report.embedded_chunks / spent["embed_s"], 1)
+        out["embedding_share_of_build"] = r(spent["embed_s"] / report.seconds, 3)
+    with build_probes() as spent:
+        mark = time.perf_counter()
+        again = reindex(settings, paths, rebuild=False)
+        out["reindex_unchanged_seconds"] = r(time.perf_counter() - mark, 3)
+    out["reindex_unchanged_inside"] = {k: r(v, 3) for k, v in spent.items()}
+    out["reindex_unchanged_embedded_chunks"] = again.embedded_chunks
+    return out
+
+
+def measure_startup(settings: Settings) -> tuple[Assistant, dict[str, Any]]:
+    """Assistant.from_settings on an existing index (twice: first, then with warm caches)."""
+    messages: list[str] = []
+    runs = []
+    assistant_obj = None
+    for _ in range(2):
+        assistant_obj = None
+        mark = time.perf_counter()
+        assistant_obj = Assistant.from_settings(settings, notify=messages.append)
+        runs.append(time.perf_counter() - mark)
+    assert assistant_obj is not None
+    out = {
+        "first_seconds": r(runs[0], 3),
+        "second_seconds": r(runs[1], 3),
+        "re_embedded": any("ndex" in m and ("Building" in m or "changed" in m) for m in messages),
+        "notices": list(messages),
+    }
+    return assistant_obj, out
+
+
+def startup_breakdown(settings: Settings) -> dict[str, float | None]:
+    """Where Assistant.from_settings spends its time (each stage timed on its own)."""
+    out: dict[str, float | None] = {}
+    mark = time.perf_counter()
+    store = Store(settings)
+    out["open_store_s"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    papers = load_papers(settings.corpus)
+    out["load_papers_s"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    corpus_fingerprint(papers, settings)
+    out["fingerprint_rechunk_s"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    store.info()
+    out["store_info_s"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    embedder = make_embedder(settings)
+    out["make_embedder_s"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    nodes = store.nodes()
+    out["read_all_chunks_s"] = time.perf_counter() - mark
+    with contextlib.suppress(Exception):  # the BM25 build alone, as HybridRetriever does it
+        import Stemmer
+        from llama_index.retrievers.bm25 import BM25Retriever
+
+        mark = time.perf_counter()
+        BM25Retriever.from_defaults(
+            nodes=nodes, stemmer=Stemmer.Stemmer("english"), language="english",
+            similarity_top_k=min(len(nodes), settings.candidates * 3),
+        )
+        out["bm25_build_s"] = time.perf_counter() - mark
+    del nodes
+    mark = time.perf_counter()
+    HybridRetriever(settings, store, embedder, {p.id: p for p in papers})
+    out["retriever_total_s"] = time.perf_counter() - mark
+    return {k: r(v, 3) for k, v in out.items()}
+
+
+def fresh_process_startup(settings: Settings) -> dict[str, Any]:
+    """Import + Assistant.from_settings in a new interpreter, as a user's first command sees it."""
+    code = (
+        "import json,time,sys;t=time.perf_counter();import assistant;from assistant import Assistant,Settings;"
+        "i=time.perf_counter()-t;s=Settings.model_validate_json(sys.argv[1]);"
+        "m=time.perf_counter();a=Assistant.from_settings(s);o=time.perf_counter()-m;"
+        "print(json.dumps({'import_s':i,'from_settings_s':o,'total_s':time.perf_counter()-t}))"
+    )
+    mark = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", code, settings.model_dump_json()],
+        capture_output=True, text=True, timeout=1800, cwd=str(ROOT),
+    )
+    wall = time.perf_counter() - mark
+    if done.returncode != 0:
+        return {"error": (done.stderr or done.stdout).strip().splitlines()[-1:]}
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    return {k: r(v, 3) for k, v in got.items()} | {"process_wall_s": r(wall, 3)}
+
+
+def measure_retrieval(a: Assistant, questions: list[str], k: int = 5) -> dict[str, Any]:
+    """Per query, interleaved so that load on the shared machine hits every figure alike."""
+    from llama_index.core.schema import QueryBundle
+
+    collection = a.store.active()
+    n = max(a.settings.candidates, k * 3)
+    for q in questions[:3]:  # warm-up
+        a.retrieve(q, k=k)
+    times: dict[str, list[float]] = {
+        "retrieve": [], "query_embedding": [], "bare_chroma": [], "store_query": [], "dense_llamaindex": [], "bm25": [],
+    }
+    for q in questions:
+        mark = time.perf_counter()
+        a.retrieve(q, k=k)
+        times["retrieve"].append(time.perf_counter() - mark)
+
+        mark = time.perf_counter()
+        vector = a.embedder.get_query_embedding(q)
+        times["query_embedding"].append(time.perf_counter() - mark)
+
+        mark = time.perf_counter()
+        collection.query(query_embeddings=[vector], n_results=n, include=["documents", "metadatas", "distances"])
+        times["bare_chroma"].append(time.perf_counter() - mark)
+
+        mark = time.perf_counter()
+        a.store.query(vector, n)
+        times["store_query"].append(time.perf_counter() - mark)
+
+        # Diagnostics through the retriever's own sides (skipped if they were renamed).
+        with contextlib.suppress(AttributeError, TypeError):
+            bundle = QueryBundle(query_str=q, embedding=vector)
+            mark = time.perf_counter()
+            a.retriever._dense(bundle, None, n)
+            times["dense_llamaindex"].append(time.perf_counter() - mark)
+            mark = time.perf_counter()
+            a.retriever._keyword(bundle, None)
+            times["bm25"].append(time.perf_counter() - mark)
+    out: dict[str, Any] = {"queries": len(questions), "k": k, "candidates": n}
+    out.update({name: stats_ms(values) for name, values in times.items()})
+    bare = out["bare_chroma"]["p50_ms"]
+    out["ratio_retrieve_to_bare_p50"] = r(out["retrieve"]["p50_ms"] / bare, 2) if bare else None
+    return out
+
+
+def print_retrieval(res: dict[str, Any], label: str) -> None:
+    say(f"  retrieval at {label}: {res['queries']} queries, k={res['k']}, {res['candidates']} candidates per side")
+    say(f"    Assistant.retrieve()          {fmt_ms(res['retrieve'])}")
+    say(f"    bare chromadb query           {fmt_ms(res['bare_chroma'])}")
+    say(f"    store.query (+pointer lookup) {fmt_ms(res['store_query'])}")
+    say(f"    query embedding alone         {fmt_ms(res['query_embedding'])}")
+    say(f"    dense side via llama-index    {fmt_ms(res['dense_llamaindex'])}")
+    say(f"    BM25 side                     {fmt_ms(res['bm25'])}")
+    say(f"    ratio retrieve p50 / bare chromadb p50 = {res['ratio_retrieve_to_bare_p50']}x")
+
+
+def print_build(b: dict[str, Any], label: str) -> None:
+    say(
+        f"  index build, {label}: {b['papers']} papers -> {b['chunks']} chunks ({b['chunks_per_paper']} per paper), "
+        f"{b['build_seconds']:.2f} s build ({b['wall_seconds']:.2f} s wall incl. loading), {b['chunks_per_s']} chunks/s"
+    )
+    if "ratio_index_to_embedding" in b:
+        say(f"    ratio indexing chunks/s / raw embedding texts/s = {b['ratio_index_to_embedding']}")
+    if "inside_build" in b:
+        ib = b["inside_build"]
+        say(
+            f"    inside the build: embedding {ib['embed_s']:.2f} s ({b.get('embedding_texts_per_s_during_build')} texts/s, "
+            f"{100 * (b.get('embedding_share_of_build') or 0):.0f}% of it), Chroma upserts {ib['upsert_s']:.2f} s, "
+            f"chunking {ib['chunk_s']:.2f} s, reading stored hashes {ib['read_hashes_s']:.2f} s"
+        )
+    if label.endswith("synthetic abstracts") and b.get("chunks_per_s"):
+        projected = 10_000 * b["chunks_per_paper"] / b["chunks_per_s"]
+        b["projected_10k_build_seconds"] = r(projected, 0)
+        say(f"    at this rate 10,000 abstracts would take ~{projected / 60:.0f} min to index")
+    ri = b.get("reindex_unchanged_inside", {})
+    say(
+        f"  re-index with nothing changed: {b['reindex_unchanged_seconds']:.2f} s "
+        f"({b['reindex_unchanged_embedded_chunks']} chunks re-embedded; chunking {ri.get('chunk_s', 0):.2f} s, "
+        f"reading stored hashes {ri.get('read_hashes_s', 0):.2f} s, the rest is loading papers and the embedder)"
+    )
+
+
+def print_startup(s: dict[str, Any], label: str) -> None:
+    say(
+        f"  Assistant.from_settings on the existing {label} index: {s['first_seconds']:.2f} s "
+        f"(again: {s['second_seconds']:.2f} s); re-embedded: {'YES' if s['re_embedded'] else 'no'}"
+    )
+    if "breakdown" in s:
+        b = s["breakdown"]
+        say(
+            "    breakdown: " + ", ".join(f"{k.removesuffix('_s')} {v:.2f}s" for k, v in b.items() if v is not None)
+        )
+    if "fresh_process" in s:
+        f = s["fresh_process"]
+        if "error" in f:
+            say(f"    fresh process: failed: {f['error']}")
+        else:
+            say(
+                f"    fresh process: import {f['import_s']:.2f} s + from_settings {f['from_settings_s']:.2f} s "
+                f"= {f['total_s']:.2f} s ({f['process_wall_s']:.2f} s wall)"
+            )
+
+
+# ---------------------------------------------------------------------------------------
+# Chroma server
+# ---------------------------------------------------------------------------------------
+
+
+class ChromaServer:
+    def __init__(self, path: Path, log: Path) -> None:
+        self.path = path
+        self.log = log
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> float:
+        import httpx
+
+        mark = time.perf_counter()
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                [str(CHROMA_BIN), "run", "--path", str(self.path), "--host", "127.0.0.1", "--port", str(self.port)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C reaches the benchmark, which stops the server itself
+            )
+        url = f"http://127.0.0.1:{self.port}/api/v2/heartbeat"
+        with httpx.Client(trust_env=False, timeout=1.0) as client:
+            while time.perf_counter() - mark < timeout:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"chroma run exited with code {self.process.returncode}; see {self.log}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.get(url).status_code == 200:
+                        return time.perf_counter() - mark
+                time.sleep(0.1)
+        raise RuntimeError(f"chroma run did not answer within {timeout} s; see {self.log}")
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def stop(self) -> None:
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+# ---------------------------------------------------------------------------------------
+# LLM
+# ---------------------------------------------------------------------------------------
+
+
+def _chat_request(client: Any, url: str, model: str, messages: list[dict], max_tokens: int) -> tuple[float, dict]:
+    mark = time.perf_counter()
+    response = client.post(
+        url, json={"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0}
+    )
+    response.raise_for_status()
+    return time.perf_counter() - mark, response.json()
+
+
+def _stream_request(client: Any, url: str, model: str, messages: list[dict], max_tokens: int) -> dict[str, Any]:
+    mark = time.perf_counter()
+    first = last = None
+    pieces = 0
+    with client.stream(
+        "POST", url,
+        json={"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0, "stream": True},
+    ) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if not line.startswith("data:") or line.strip() == "data: [DONE]":
+                continue
+            chunk = json.loads(line[5:])
+            for choice in chunk.get("choices", []):
+                if (choice.get("delta") or {}).get("content"):
+                    now = time.perf_counter()
+                    first = first or now
+                    last = now
+                    pieces += 1
+    total = time.perf_counter() - mark
+    out: dict[str, Any] = {"tokens": pieces, "total_s": r(total, 3)}
+    if first is not None:
+        out["first_token_s"] = r(first - mark, 3)
+        if pieces > 1 and last is not None and last > first:
+            out["generated_tokens_per_s"] = r((pieces - 1) / (last - first), 2)
+    return out
+
+
+def measure_llm_throughput(llm: Any, papers: list[Any]) -> dict[str, Any]:
+    """Prompt and generation speed, straight against the server (nonces defeat its prompt cache)."""
+    import httpx
+
+    url = llm.base_url.rstrip("/") + "/chat/completions"
+    out: dict[str, Any] = {}
+    context = ""
+    for paper in papers:
+        if len(context) > 6000:  # ~1,400 model tokens
+            break
+        context += paper.text + "\n\n"
+    with httpx.Client(trust_env=False, timeout=llm.timeout + 60) as client:
+        def system() -> dict[str, str]:
+            return {"role": "system", "content": f"Session {uuid.uuid4().hex}. You are a helpful assistant."}
+
+        short_t, short = _chat_request(client, url, llm.model, [system(), {"role": "user", "content": "Say hi."}], 1)
+        long_t, long = _chat_request(
+            client, url, llm.model,
+            [system(), {"role": "user", "content": context + "In one word, what field are these abstracts from?"}], 1,
+        )
+        ps, pl = short.get("usage", {}).get("prompt_tokens"), long.get("usage", {}).get("prompt_tokens")
+        out["short_prompt"] = {"prompt_tokens": ps, "seconds": r(short_t, 3)}
+        out["long_prompt"] = {"prompt_tokens": pl, "seconds": r(long_t, 3)}
+        if pl:
+            out["prompt_tokens_per_s_naive"] = r(pl / long_t, 1)
+        if pl and ps and long_t > short_t:
+            out["prompt_tokens_per_s"] = r((pl - ps) / (long_t - short_t), 1)
+        gen = _stream_request(
+            client, url, llm.model,
+            [system(), {"role": "user", "content": "Count from 1 to 200, separated by commas, and nothing else."}], 64,
+        )
+        out["generation"] = gen
+        out["generated_tokens_per_s"] = gen.get("generated_tokens_per_s")
+    return out
+
+
+def ask_timed(a: Assistant, question: str, server_pid: int | None) -> dict[str, Any]:
+    mark = time.perf_counter()
+    first = None
+    tokens = 0
+    final: Answer | None = None
+    for event in a.stream(question):
+        if isinstance(event, Answer):
+            final = event
+        else:
+            first = first or time.perf_counter()
+            tokens += 1
+    total = time.perf_counter() - mark
+    out: dict[str, Any] = {
+        "question": question,
+        "measured_first_token_s": r(first - mark, 3) if first else None,
+        "measured_total_s": r(total, 3),
+        "draft_pieces": tokens,
+    }
+    if final is not None:
+        out["timings"] = {k: r(v, 3) for k, v in final.timings.items()}
+        out["refused"] = final.refused
+        out["citations"] = len(final.citations)
+        out["retrieval_only"] = final.retrieval_only
+        out["answer"] = final.text[:160]
+        gen = final.timings.get("generate")
+        if gen and tokens > 1:
+            out["answer_pieces_per_s"] = r(tokens / gen, 2)
+    if server_pid:
+        out["server_rss_after_mib"] = proc_mem(server_pid)["rss_mib"]
+    return out
+
+
+def print_ask(label: str, row: dict[str, Any]) -> None:
+    t = row.get("timings", {})
+    say(
+        f"    {label:<42} first token {t.get('first_token', float('nan')):6.2f} s | total {t.get('total', float('nan')):6.2f} s"
+        f" | retrieve {1000 * t.get('retrieve', float('nan')):6.1f} ms | {row['draft_pieces']:3d} tokens"
+        + (f" | server RSS {row['server_rss_after_mib']:.0f} MiB" if row.get("server_rss_after_mib") else "")
+        + (f" | prompt ~{row['prompt_tokens']} tok" if row.get("prompt_tokens") else "")
+        + (" | REFUSED" if row.get("refused") else "")
+    )
+    say(f"      Q: {row['question'][:100]}")
+
+
+# ---------------------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------------------
+
+
+class Context:
+    """Everything that must be cleaned up: temp folder, assistants (LLM servers), Chroma server."""
+
+    def __init__(self) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="assistant-bench-"))
+        self.assistants: list[Assistant] = []
+        self.chroma: ChromaServer | None = None
+
+    def child_pids(self) -> list[int]:
+        pids = [self.chroma.pid] if self.chroma is not None and self.chroma.pid else []
+        for a in self.assistants:
+            server = getattr(getattr(a.engine, "_llm", None), "server", None)
+            if server is not None and server.pid:
+                pids.append(server.pid)
+        return pids
+
+    def keep(self, a: Assistant) -> Assistant:
+        self.assistants.append(a)
+        return a
+
+    def cleanup(self) -> list[str]:
+        done = []
+        for a in self.assistants:
+            with contextlib.suppress(Exception):
+                server = getattr(a.engine._llm, "server", None) if a.engine._llm is not None else None
+                a.close()
+                if server is not None:
+                    done.append(f"stopped LLM server pid {server.pid}")
+        if self.chroma is not None and self.chroma.pid:
+            self.chroma.stop()
+            done.append(f"stopped Chroma server pid {self.chroma.pid}")
+        with contextlib.suppress(Exception):
+            from chromadb.api.client import SharedSystemClient
+
+            SharedSystemClient.clear_system_cache()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        done.append(f"removed {self.tmp}")
+        return done
+
+
+def embedded_settings(folder: Path, corpus: list[Path]) -> Settings:
+    return Settings(index_dir=folder, corpus=corpus, chroma_host=None, collection="papers")
+
+
+def run(args: argparse.Namespace, rep: Report, ctx: Context) -> None:
+    n_synth = args.n_synthetic if args.n_synthetic is not None else (1000 if args.quick else 10_000)
+    real = real_corpus()
+    questions = [q["question"] for q in load_questions(args.queries)]
+    meter = CpuMeter(ctx.child_pids)
+    rep.snapshot("after imports")
+
+    # -- machine ---------------------------------------------------------------------------
+    m = rep.section("machine", "Machine")
+    cpu_model = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
+        platform.processor() or "unknown",
+    )
+    mem_total = next(
+        (int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")), 0
+    )
+    m.update({
+        "cores": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)),
+        "ram_gib": round(mem_total / 2**20, 1),
+        "cpu_model": cpu_model,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": {
+            d: version(d)
+            for d in ("chromadb", "llama-index-core", "onnxruntime", "llama-index-retrievers-bm25", "bm25s",
+                      "llama-index-vector-stores-chroma", "llama_cpp_python", "tokenizers", "numpy")
+        },
+        "loadavg_start": loadavg(),
+        "other_llm_servers_at_start": other_llm_servers([]),
+        "import_seconds": r(IMPORT_SECONDS, 3),
+        "synthetic_abstracts": n_synth,
+        "queries": len(questions),
+    })
+    say(f"  CPU: {cpu_model}; {m['cores']} cores ({m['usable_cores']} usable); RAM {m['ram_gib']} GiB")
+    say(f"  Python {m['python']} on {m['platform']}")
+    say("  " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()))
+    say(
+        f"  load average at start: {m['loadavg_start']}; other llama_cpp.server processes running: "
+        f"{m['other_llm_servers_at_start']} (shared machine: compare ratios within this run)"
+    )
+    say(f"  importing the assistant package took {IMPORT_SECONDS:.2f} s")
+
+    # -- synthetic corpus ------------------------------------------------------------------
+    synth_path = ctx.tmp / f"synthetic_{n_synth}.jsonl"
+    mark = time.perf_counter()
+    synth_info = make_synthetic(real, n_synth, args.seed, synth_path)
+    synth_info["generate_seconds"] = r(time.perf_counter() - mark, 3)
+    rep.data["synthetic_corpus"] = synth_info
+
+    # -- embedding throughput --------------------------------------------------------------
+    e = rep.section("embedding", "Embedding model alone (MiniLM int8 ONNX)")
+    base = embedded_settings(ctx.tmp / "unused", real)
+    with meter.measure(e):
+        mark = time.perf_counter()
+        embedder = make_embedder(base)
+        load_s = time.perf_counter() - mark
+        chunks = [n.text for n in chunk_papers(load_papers(real), base)]
+        texts = (chunks * (args.embed_texts // max(len(chunks), 1) + 1))[: args.embed_texts]
+        e.update(measure_embedding(embedder, texts, base.embed_batch_size))
+    e["model_load_seconds"] = r(load_s, 3)
+    e["real_chunks"] = len(chunks)
+    say(
+        f"  {e['texts']} chunk-sized texts (~{e.get('mean_wordpiece_tokens', '?')} word pieces each), batch {e['batch']}: "
+        f"{e['texts_per_s']} texts/s sorted by length (as the indexer does), {e['unsorted_texts_per_s']} texts/s unsorted"
+    )
+    say(f"  embedder load (ONNX session + tokenizer + sha256 checks): {load_s:.2f} s")
+    print_contention(e)
+    embed_rate = e["texts_per_s"]
+    del embedder
+
+    # -- index build: 57 real abstracts ----------------------------------------------------
+    i = rep.section("index", "Index build (embedded Chroma)")
+    s_real = embedded_settings(ctx.tmp / "store-real", real)
+    i["real"] = {}
+    with meter.measure(i["real"]):
+        i["real"].update(measure_build(s_real, real, "real", embed_rate))
+        a_real, st = measure_startup(s_real)
+        ctx.keep(a_real)
+        st["breakdown"] = startup_breakdown(s_real)
+        if not args.no_fresh_process:
+            st["fresh_process"] = fresh_process_startup(s_real)
+        i["real"]["startup"] = st
+    print_build(i["real"], f"{len(real)} files")
+    print_startup(st, f"{len(a_real.papers)}-paper")
+    print_contention(i["real"])
+    rep.snapshot("real index open")
+
+    # -- synthetic --------------------------------------------------------------------------
+    say(
+        f"  synthetic corpus: {n_synth} abstracts (seed {args.seed}), mean {synth_info['mean_chars']} chars "
+        f"(real: {synth_info['real_mean_chars']}), {synth_info['file_mib']} MiB, generated in {synth_info['generate_seconds']} s"
+    )
+    mark = time.perf_counter()
+    synth_papers = load_papers([synth_path])
+    load_s = time.perf_counter() - mark
+    mark = time.perf_counter()
+    synth_chunks = len(chunk_papers(synth_papers, s_real))
+    chunk_s = time.perf_counter() - mark
+    del synth_papers
+    projected = synth_chunks / embed_rate if embed_rate else None
+    i["synthetic_preflight"] = {
+        "load_seconds": r(load_s, 3), "chunk_seconds": r(chunk_s, 3), "chunks": synth_chunks,
+        "projected_embedding_seconds": r(projected, 1),
+    }
+    say(
+        f"  synthetic: loading {load_s:.2f} s, chunking {chunk_s:.2f} s -> {synth_chunks} chunks; "
+        f"projected embedding time at the raw rate: {(projected or 0) / 60:.1f} min"
+    )
+    s_syn = embedded_settings(ctx.tmp / "store-synthetic", [synth_path])
+    i["synthetic"] = {}
+    with meter.measure(i["synthetic"]):
+        i["synthetic"].update(measure_build(s_syn, [synth_path], "synthetic", embed_rate))
+        rep.snapshot("synthetic index built")
+        a_syn, st = measure_startup(s_syn)
+        ctx.keep(a_syn)
+        st["breakdown"] = startup_breakdown(s_syn)
+        if not args.no_fresh_process:
+            st["fresh_process"] = fresh_process_startup(s_syn)
+        i["synthetic"]["startup"] = st
+    print_build(i["synthetic"], f"{n_synth} synthetic abstracts")
+    print_startup(st, f"{len(a_syn.papers)}-paper")
+    print_contention(i["synthetic"])
+    rep.snapshot("synthetic index open")
+
+    # -- retrieval ---------------------------------------------------------------------------
+    rt = rep.section("retrieval", "Retrieval latency (embedded Chroma)")
+    with meter.measure(rt):
+        rt["real"] = measure_retrieval(a_real, questions)
+        rt["synthetic"] = measure_retrieval(a_syn, questions)
+    print_retrieval(rt["real"], f"{len(a_real.papers)} papers / {i['real']['chunks']} chunks")
+    print_retrieval(rt["synthetic"], f"{len(a_syn.papers)} papers / {i['synthetic']['chunks']} chunks")
+    print_contention(rt)
+    # The synthetic assistant is no longer needed: free its BM25 index and nodes.
+    ctx.assistants.remove(a_syn)
+    del a_syn
+    rep.snapshot("after retrieval")
+
+    # -- Chroma server mode ----------------------------------------------------------------
+    if not args.skip_server:
+        cs = rep.section("chroma_server", "Chroma in server mode (chroma run, 57 abstracts)")
+        if not CHROMA_BIN.exists():
+            cs["error"] = f"{CHROMA_BIN} not found"
+            say(f"  skipped: {cs['error']}")
+        else:
+            with meter.measure(cs):
+                ctx.chroma = ChromaServer(ctx.tmp / "chroma-server", ctx.tmp / "chroma-server.log")
+                cs["server_start_seconds"] = r(ctx.chroma.start(), 3)
+                cs["pid"] = ctx.chroma.pid
+                say(
+                    f"  chroma run pid {ctx.chroma.pid} on 127.0.0.1:{ctx.chroma.port}, "
+                    f"up in {cs['server_start_seconds']:.2f} s"
+                )
+                s_srv = Settings(corpus=real, chroma_host="127.0.0.1", chroma_port=ctx.chroma.port, collection="papers")
+                cs["build"] = measure_build(s_srv, real, "server", embed_rate)
+                print_build(cs["build"], f"{len(real)} files via HTTP")
+                a_srv, st = measure_startup(s_srv)
+                st["breakdown"] = startup_breakdown(s_srv)
+                cs["startup"] = st
+                print_startup(st, "server")
+                cs["retrieval"] = measure_retrieval(a_srv, questions)
+                print_retrieval(cs["retrieval"], "57 papers on the server")
+                cs["server_memory"] = proc_mem(ctx.chroma.pid)
+                del a_srv
+            say(f"  chroma server peak RSS {cs['server_memory']['hwm_mib']} MiB")
+            print_contention(cs)
+            ctx.chroma.stop()
+            say(f"  stopped chroma run pid {ctx.chroma.pid}")
+
+    # -- LLM -----------------------------------------------------------------------------------
+    server_pid = None
+    if not args.skip_llm:
+        lm = rep.section("llm", "Local LLM (llama.cpp server)")
+        with meter.measure(lm):
+            server_pid = measure_llm(a_real, lm, questions)
+        print_contention(lm)
+
+    # -- memory --------------------------------------------------------------------------------
+    mem = rep.section("memory", "Peak memory (VmHWM)")
+    own = proc_mem()
+    srv = proc_mem(server_pid) if server_pid else {"rss_mib": None, "hwm_mib": None}
+    mem.update({"bench_process": own, "llm_server": srv})
+    total = (own["hwm_mib"] or 0) + (srv["hwm_mib"] or 0)
+    mem["assistant_total_peak_mib"] = round(total, 1)
+    rep.snapshot("end", {"llm_server": server_pid})
+    say(f"  this process: peak {own['hwm_mib']} MiB (now {own['rss_mib']} MiB; the peak includes the synthetic indexing)")
+    if server_pid:
+        say(f"  llama.cpp server child (pid {server_pid}): peak {srv['hwm_mib']} MiB (now {srv['rss_mib']} MiB)")
+    say(f"  peak RSS of the whole assistant (this process + LLM server): {total:.0f} MiB")
+    say("  RSS of this process by stage: " + "; ".join(
+        f"{s['stage']} {s['bench']['rss_mib']}" for s in rep.memory
+    ) + " MiB")
+    rep.data["machine"]["loadavg_end"] = loadavg()
+
+
+def measure_llm(a: Assistant, lm: dict[str, Any], questions: list[str]) -> int | None:
+    """Model load, TTFT through assistant.stream (cold, new, repeated), raw prompt/generation speed."""
+    mark = time.perf_counter()
+    llm = a.llm
+    connect_s = time.perf_counter() - mark
+    server = getattr(llm, "server", None)
+    server_pid = server.pid if server is not None else None
+    lm.update({
+        "name": llm.name,
+        "connect_seconds": r(connect_s, 3),
+        "model_load_seconds": r(server.load_seconds, 3) if server is not None else None,
+        "server_pid": server_pid,
+        "server_rss_after_load_mib": proc_mem(server_pid)["rss_mib"] if server_pid else None,
+    })
+    say(
+        f"  {llm.name}: model load {lm['model_load_seconds']} s (connect incl. checks {connect_s:.2f} s), "
+        f"server pid {server_pid}, RSS after load {lm['server_rss_after_load_mib']} MiB"
+    )
+    # Record each prompt the assistant sends, to count its tokens with the server's tokenizer.
+    sent: list[list[dict]] = []
+    original = llm.stream_chat
+
+    def recording(messages: list[dict], *args: Any, **kwargs: Any) -> Iterator[str]:
+        sent.append(messages)
+        return original(messages, *args, **kwargs)
+
+    llm.stream_chat = recording  # instance attribute: this benchmark's LLM object only
+    count_url = llm.base_url.rstrip("/").removesuffix("/v1") + "/extras/tokenize/count"
+
+    def prompt_tokens(messages: list[dict]) -> int | None:
+        import httpx
+
+        text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages) + "<|im_start|>assistant\n"
+        with contextlib.suppress(Exception):
+            got = httpx.post(count_url, json={"input": text}, timeout=30, trust_env=False)
+            return int(got.json()["count"])
+        return None
+
+    def ask(question: str, label: str) -> dict[str, Any]:
+        before = len(sent)
+        row = ask_timed(a, question, server_pid) | {"label": label}
+        if len(sent) > before:
+            row["prompt_tokens"] = prompt_tokens(sent[-1])
+            row["system_prompt_tokens"] = prompt_tokens(sent[-1][:1])
+        print_ask(label, row)
+        return row
+
+    pool = [q for q in load_questions(200) if q.get("type") == "fact"] or [{"question": q} for q in questions]
+    picks = [pool[0]["question"], pool[len(pool) // 3]["question"], pool[2 * len(pool) // 3]["question"]]
+    fourth = pool[len(pool) // 2]["question"] if len(pool) > 3 else questions[-1]
+    say("  time to first token through assistant.stream (k=5, context papers in the prompt):")
+    asks = [ask(picks[0], "question 1 (cold: nothing cached)")]
+    asks += [ask(q, f"question {n} (new; same instruction prefix)") for n, q in enumerate(picks[1:], start=2)]
+    asks.append(ask(picks[0], "question 1 repeated (after 2 others)"))
+
+    say("  throughput, straight against the server (a unique nonce first, so nothing comes from its cache):")
+    tp = measure_llm_throughput(llm, a.papers)
+    lm["throughput"] = tp
+    say(
+        f"    prompt: {tp['long_prompt']['prompt_tokens']} tokens in {tp['long_prompt']['seconds']:.2f} s vs "
+        f"{tp['short_prompt']['prompt_tokens']} tokens in {tp['short_prompt']['seconds']:.2f} s (max_tokens=1) "
+        f"-> {tp.get('prompt_tokens_per_s')} prompt tokens/s (naive {tp.get('prompt_tokens_per_s_naive')})"
+    )
+    g = tp["generation"]
+    say(
+        f"    generation: {g['tokens']} tokens, first after {g.get('first_token_s')} s, total {g['total_s']:.2f} s "
+        f"-> {tp.get('generated_tokens_per_s')} generated tokens/s"
+    )
+    if server_pid:
+        tp["server_rss_after_mib"] = proc_mem(server_pid)["rss_mib"]
+    asks.append(ask(fourth, "question 4 (new, after unrelated prompts)"))
+    lm["questions"] = asks
+    cold = asks[0].get("timings", {}).get("first_token")
+    warm = [x.get("timings", {}).get("first_token") for x in asks[1:3]]
+    again = asks[3].get("timings", {}).get("first_token")
+    if cold and again:
+        lm["ttft_repeat_over_cold"] = r(again / cold, 3)
+        say(
+            f"  ttft: cold {cold:.2f} s, new questions {', '.join(f'{w:.2f}' for w in warm if w)} s, "
+            f"repeated {again:.2f} s (ratio repeated/cold {lm['ttft_repeat_over_cold']}); "
+            f"answer totals {', '.join(str(x.get('timings', {}).get('total')) for x in asks)} s"
+        )
+    if server_pid:
+        lm["server_memory"] = proc_mem(server_pid)
+        say(
+            "  server RSS after load and each request: "
+            + " -> ".join(
+                str(x) for x in [lm["server_rss_after_load_mib"]] + [q.get("server_rss_after_mib") for q in asks[:4]]
+                + [tp.get("server_rss_after_mib"), asks[4].get("server_rss_after_mib")]
+            )
+            + " MiB"
+        )
+    return server_pid
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="eval/bench.py",
+        description=(
+            "Performance benchmark of the reading assistant: machine, MiniLM embedding throughput, index build "
+            "(57 real + N synthetic abstracts), re-index and start-up, retrieval latency (embedded and Chroma server), "
+            "local LLM load / prompt and generation speed / time to first token, and peak memory. Prints a report "
+            "and writes it as JSON to eval/reports/bench-<timestamp>.json."
+        ),
+        epilog="On a shared machine compare ratios within one run (e.g. retrieve/bare p50), not absolute times.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--quick", action="store_true", help="small run to check the set-up: 1,000 synthetic abstracts")
+    parser.add_argument(
+        "--n-synthetic", type=int, default=None, metavar="N",
+        help="synthetic abstracts to index (default 10,000; 1,000 with --quick)",
+    )
+    parser.add_argument("--skip-llm", action="store_true", help="skip the local LLM section (no model load)")
+    parser.add_argument("--skip-server", action="store_true", help="skip the Chroma server-mode section")
+    parser.add_argument("--queries", type=int, default=50, help="retrieval queries (from eval/questions.jsonl)")
+    parser.add_argument("--embed-texts", type=int, default=1024, help="texts for the embedding-throughput test")
+    parser.add_argument("--seed", type=int, default=2026, help="seed of the synthetic corpus")
+    parser.add_argument(
+        "--no-fresh-process", action="store_true", help="skip timing start-up in a fresh interpreter (import + open)"
+    )
+    parser.add_argument("--report-dir", type=Path, default=REPORT_DIR, help="where the JSON report is written")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.n_synthetic is not None and args.n_synthetic < 1:
+        raise SystemExit("--n-synthetic must be at least 1")
+    if args.quick:
+        args.embed_texts = min(args.embed_texts, 512)
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    rep = Report(args)
+    ctx = Context()
+    started = time.perf_counter()
+    code = 0
+    say(f"Benchmark of the reading assistant, {time.strftime('%Y-%m-%d %H:%M:%S')} (temp folder {ctx.tmp})")
+    try:
+        run(args, rep, ctx)
+        rep.data["complete"] = True
+    except KeyboardInterrupt:
+        say("\nInterrupted: cleaning up and writing a partial report.")
+        rep.data["interrupted"] = True
+        code = 130
+    except Exception as exc:
+        rep.data["error"] = f"{type(exc).__name__}: {exc}"
+        say(f"\nFAILED: {type(exc).__name__}: {exc}")
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the clean-up
+        try:
+            for line in ctx.cleanup():
+                note(line)
+            rep.data["wall_seconds"] = r(time.perf_counter() - started, 1)
+            path = rep.write(args.report_dir)
+            say()
+            say(f"Wall time {rep.data['wall_seconds']:.1f} s. Report written to {path}")
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
