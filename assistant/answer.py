@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .chunk import count_tokens, truncate_tokens
-from .cite import Source, sentence_pairs, verify
+from .cite import Source, has_number, named_terms, numbers_in, sentence_pairs, verify
 from .config import Settings
 from .embed import encode
 from .errors import LLMError, QuestionError
@@ -31,6 +31,24 @@ _DECLINES = re.compile(
     re.IGNORECASE,
 )
 _PROMPT_MARGIN = 64  # tokens kept free: tiktoken counts only approximate the model's tokenizer
+
+
+def unknown_specifics(question: str, texts: list[str]) -> list[str]:
+    """Names and numbers of `question` that appear in none of `texts` (case-insensitive)."""
+    haystack = " ".join(texts).lower().replace("^", "")
+
+    def mentioned(term: str) -> bool:
+        if term.lower().replace("^", "") in haystack:
+            return True
+        # An acronym the abstract spells out: "LLM" -> "large language models".
+        letters = term[:-1] if term.endswith("s") and term[:-1].isupper() else term
+        if letters.isupper() and 2 <= len(letters) <= 6:
+            spelled = r"[\s-]+".join(rf"{re.escape(c.lower())}\w*" for c in letters)
+            return re.search(rf"\b{spelled}", haystack) is not None
+        return False
+
+    missing = [t for t in sorted(named_terms(question)) if not mentioned(t)]
+    return missing + [n for n in sorted(numbers_in(question)) if not has_number(haystack, n)]
 
 
 class AnswerEngine:
@@ -163,6 +181,14 @@ class AnswerEngine:
 
         query_vector = self._encode([answer.search_query])[0]
         sources = [self._source(n, p) for n, p in enumerate(relevant[: self.settings.context_papers], start=1)]
+        unknown = unknown_specifics(question, [s.paper.text for s in sources])
+        if unknown:
+            # A name or number the question relies on ("... over SGLang?") that none of the
+            # papers mentions: any answer would be about something else, so do not ask the model.
+            answer.notices.append(f"None of the closest abstracts mentions {', '.join(unknown)}.")
+            timings["total"] = time.perf_counter() - started
+            yield self._refusal(answer, passages)
+            return
         prompt_question = question if not history else f"{answer.search_query}\n(The user asked: {question})"
         try:
             messages = self._messages(prompt_question, self._context(sources, query_vector))

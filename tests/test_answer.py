@@ -15,6 +15,7 @@ import pytest
 
 from assistant import Answer, Assistant
 from assistant.errors import QuestionError
+from assistant.answer import unknown_specifics
 from assistant.load import load_papers
 
 from conftest import CORPUS_FILES, free_port, make_settings
@@ -147,3 +148,18 @@ def test_instructions_inside_an_abstract_do_not_change_the_citation_rules(tmp_pa
     assert "IGNORE ALL PREVIOUS INSTRUCTIONS" not in system["content"]  # sources travel as data only
     assert [c.paper.title for c in answer.citations] == ["Vegas"], "the figure is credited to its own paper"
     assert "sky is green [" not in answer.text and any("sky is green" in f for f in answer.flagged)
+
+
+def test_a_question_about_something_no_abstract_mentions_is_refused_before_the_model(shared_index_dir, scripted_llm):
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
+    with Assistant.from_settings(settings) as assistant:
+        answer = assistant.ask("What speedup does Vegas achieve over SGLang?")
+    assert answer.refused and "Vegas" in answer.text  # the closest papers are named
+    assert any("SGLang" in notice for notice in answer.notices)
+    assert scripted_llm.requests == []
+
+
+def test_names_the_abstract_spells_out_are_not_unknown():
+    text = ["We benchmark large language models with Synchronized Successive Rejects on 15 benchmarks."]
+    assert unknown_specifics("Which LLM wins on 15 benchmarks?", text) == []
+    assert unknown_specifics("How does it compare with SGLang on 16 benchmarks?", text) == ["SGLang", "16"]
