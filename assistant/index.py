@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.schema import TextNode
 
-from .chunk import chunk_papers
+from .chunk import chunk_papers, paper_hash
 from .config import Settings
 from .embed import embedding_identity
 from .errors import IndexMismatchError
@@ -38,14 +37,11 @@ class IndexReport:
     collection: str
 
 
-def fingerprint(nodes: list[TextNode]) -> str:
-    """Identifies the indexed corpus: changes when any paper or chunking setting changes."""
-    pairs = sorted({(n.metadata["paper_id"], n.metadata["paper_hash"]) for n in nodes})
-    return hashlib.sha1(repr(pairs).encode()).hexdigest()[:16]
-
-
 def corpus_fingerprint(papers: list[Paper], settings: Settings) -> str:
-    return fingerprint(chunk_papers(papers, settings))
+    """Identifies the indexed corpus: changes when any paper or chunking/embedding setting
+    changes. Computed from the papers alone, so checking it at start-up chunks nothing."""
+    pairs = sorted((paper.id, paper_hash(paper, settings)) for paper in papers)
+    return hashlib.sha1(repr(pairs).encode()).hexdigest()[:16]
 
 
 def build_index(
@@ -99,7 +95,7 @@ def build_index(
         if progress:
             progress(min(start + batch, len(todo)), len(todo))
     store.delete(collection, stale)
-    store.mark_complete(collection, fingerprint(nodes), [str(p) for p in corpus])
+    store.mark_complete(collection, corpus_fingerprint(papers, settings), [str(p) for p in corpus])
     if fresh:
         store.activate(collection)
     return IndexReport(
