@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     gguf_path: Path | None = Field(None, description="Your own GGUF file for the local server.")
     llm_threads: int = Field(2, ge=1, le=64, description="CPU threads of the local model.")
     llm_context: int = Field(4096, ge=512, le=131072, description="Context window of the local model in tokens.")
+    llm_prompt_cache_mb: int = Field(
+        512, ge=0, le=65536, description="RAM for the local server's prompt cache (states of earlier prompts); 0 = off."
+    )
     llm_timeout: float = Field(120.0, gt=0, description="Seconds before an LLM request is abandoned.")
     llm_start_timeout: float = Field(180.0, gt=0, description="Seconds to wait for the local server to load.")
     max_answer_tokens: int = Field(256, ge=16, le=4096, description="Upper bound on generated tokens.")

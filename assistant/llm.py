@@ -341,6 +341,7 @@ class LocalServer:
         self.alias = alias
         self.threads = settings.llm_threads
         self.context = settings.llm_context
+        self.prompt_cache_mb = settings.llm_prompt_cache_mb
         self.start_timeout = settings.llm_start_timeout
         self.log_path = Path(settings.cache_dir).expanduser() / "llama-server.log"
         self.host = "127.0.0.1"
@@ -366,7 +367,8 @@ class LocalServer:
 
     def command(self, port: int) -> list[str]:
         return [
-            sys.executable, "-m", "llama_cpp.server",
+            # llama_cpp.server, with a prompt cache whose memory its size limit bounds (see there).
+            sys.executable, "-m", "assistant.llm_server",
             "--model", str(self.model_path),
             "--model_alias", self.alias,
             "--host", self.host,
@@ -378,10 +380,14 @@ class LocalServer:
             "--interrupt_requests", "false",
             # Only the sampled token's logits are needed; the default computes them all.
             "--logits_all", "false",
-            # No `--cache` (RAM state cache): it saved re-reading the fixed system prefix after
-            # an unrelated prompt, but the server's memory grew by ~300 MB per request, to 10 GB
-            # over an evaluation run, despite its size limit. llama.cpp still reuses the prefix
-            # of the previous request, which covers consecutive questions.
+            # Keep the states of earlier prompts: a question re-reads only what differs from
+            # the closest earlier prompt (the fixed instructions, a repeated question), even
+            # after an unrelated request such as a follow-up rewrite.
+            *(
+                ["--cache", "true", "--cache_type", "ram", "--cache_size", str(self.prompt_cache_mb << 20)]
+                if self.prompt_cache_mb
+                else []
+            ),
         ]
 
     def start(self) -> LocalServer:
