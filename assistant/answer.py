@@ -170,7 +170,11 @@ class AnswerEngine:
         timings["condense"] = time.perf_counter() - started
 
         mark = time.perf_counter()
-        passages = self.retriever.retrieve(answer.search_query, k=k or self.settings.k, source=source)
+        # One embedding of the query serves retrieval, sentence selection and verification.
+        query_vector = self._encode([answer.search_query])[0]
+        passages = self.retriever.retrieve(
+            answer.search_query, k=k or self.settings.k, source=source, embedding=query_vector.tolist()
+        )
         timings["retrieve"] = time.perf_counter() - mark
         answer.passages = passages
         relevant = [p for p in passages if p.dense_score >= self.settings.min_relevance]
@@ -179,7 +183,6 @@ class AnswerEngine:
             yield self._refusal(answer, passages)
             return
 
-        query_vector = self._encode([answer.search_query])[0]
         sources = [self._source(n, p) for n, p in enumerate(relevant[: self.settings.context_papers], start=1)]
         unknown = unknown_specifics(question, [s.paper.text for s in sources])
         if unknown:
