@@ -1,7 +1,7 @@
 """Retrieve: hybrid search (Chroma dense + BM25 keyword), fused per paper.
 
 Both retrievers are llama-index's (`VectorStoreIndex` over the Chroma store, `BM25Retriever`
-built once over the stored chunks). Fusion is ours: we fuse at the paper level (best chunk
+built once over the stored chunks and saved, keyed by the index's fingerprint). Fusion is ours: we fuse at the paper level (best chunk
 per paper on each side) and keep each side's raw score, which the answer stage needs for
 its relevance check and which `QueryFusionRetriever` does not expose.
 """
@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import logging
 import math
+import re
+import shutil
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import Stemmer
 from llama_index.core import VectorStoreIndex
@@ -20,6 +24,7 @@ from llama_index.core.vector_stores import ExactMatchFilter, MetadataFilters
 from llama_index.retrievers.bm25 import BM25Retriever
 
 from .config import Settings
+from .embed import embedding_identity
 from .errors import QuestionError
 from .store import Store
 from .types import Paper, Passage
@@ -34,6 +39,51 @@ class _Side:
     text: str
 
 
+def bm25_folder(settings: Settings) -> Path:
+    """Where the keyword index is kept: beside the embedded store, or in the cache folder for
+    a Chroma server's collection (one slot per collection name; another server's collection
+    of the same name only replaces it, as the saved index is checked against the collection)."""
+    if settings.chroma_host:
+        return Path(settings.cache_dir).expanduser() / "bm25" / re.sub(r"[^\w.-]", "_", settings.collection)
+    return settings.index_dir / "bm25"
+
+
+def load_bm25(settings: Settings, store: Store) -> BM25Retriever:
+    """The keyword index of the active collection, built once and then loaded from disk.
+
+    It is saved under the collection's name and corpus fingerprint, so a start-up with an
+    unchanged index reads one file instead of every chunk from Chroma, and any change to the
+    index (a rebuild, an update) gets a fresh one.
+    """
+    info = store.require(embedding_identity(settings)[0])
+    folder = bm25_folder(settings)
+    saved = folder / f"{info.collection}-{info.fingerprint}"
+    if saved.is_dir():
+        try:
+            bm25 = BM25Retriever.from_persist_dir(str(saved))
+            if int(bm25.bm25.scores.get("num_docs", -1)) == info.chunks:
+                return bm25
+        except Exception:  # unreadable or from another version: build it again below
+            pass
+    nodes = store.nodes()
+    bm25 = BM25Retriever.from_defaults(
+        nodes=nodes, stemmer=Stemmer.Stemmer("english"), language="english",
+        similarity_top_k=min(len(nodes), settings.candidates * 3),
+    )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(dir=folder, prefix=".partial-"))
+        bm25.persist(str(partial))
+        shutil.rmtree(saved, ignore_errors=True)
+        partial.rename(saved)
+        for other in folder.iterdir():  # keyword indexes of earlier generations or corpora
+            if other != saved:
+                shutil.rmtree(other, ignore_errors=True)
+    except OSError:
+        pass  # a read-only folder only costs rebuilding it at the next start-up
+    return bm25
+
+
 class HybridRetriever:
     """Dense + BM25 retrieval over the active index, one ranked entry per paper."""
 
@@ -42,14 +92,10 @@ class HybridRetriever:
         self.papers = papers
         self.embedder = embedder
         self.index = VectorStoreIndex.from_vector_store(store.vector_store(), embed_model=embedder)
-        nodes = store.nodes()
-        self.sources = sorted({str(n.metadata["source"]) for n in nodes})
+        self.sources = sorted({paper.source for paper in papers.values()})
         # bm25s logs a warning per query for tokens absent from the corpus; that is expected.
         logging.getLogger("bm25s").setLevel(logging.ERROR)
-        self.bm25 = BM25Retriever.from_defaults(
-            nodes=nodes, stemmer=Stemmer.Stemmer("english"), language="english",
-            similarity_top_k=min(len(nodes), settings.candidates * 3),
-        )
+        self.bm25 = load_bm25(settings, store)
 
     def _dense(self, query: QueryBundle, source: str | None, n: int) -> list[NodeWithScore]:
         filters = MetadataFilters(filters=[ExactMatchFilter(key="source", value=source)]) if source else None
@@ -72,8 +118,18 @@ class HybridRetriever:
             best[paper_id].rank = rank
         return best
 
-    def retrieve(self, question: str, k: int | None = None, source: str | None = None, fusion: str | None = None) -> list[Passage]:
-        """The `k` best papers for `question`, best first (optionally only from corpus file `source`)."""
+    def retrieve(
+        self,
+        question: str,
+        k: int | None = None,
+        source: str | None = None,
+        fusion: str | None = None,
+        embedding: list[float] | None = None,
+    ) -> list[Passage]:
+        """The `k` best papers for `question`, best first (optionally only from corpus file `source`).
+
+        `embedding` is the question's vector when the caller already has it (it is not recomputed).
+        """
         question = question.strip()
         if not question:
             raise QuestionError("The question is empty. Type a question about the papers.")
@@ -81,7 +137,7 @@ class HybridRetriever:
             raise QuestionError(f"Unknown source file '{source}'. Indexed files: {', '.join(self.sources)}.")
         k = k or self.settings.k
         fusion = fusion or self.settings.fusion
-        query = QueryBundle(query_str=question, embedding=self.embedder.get_query_embedding(question))
+        query = QueryBundle(query_str=question, embedding=embedding or self.embedder.get_query_embedding(question))
         n = max(self.settings.candidates, k * 3)
         dense = self._best_per_paper(self._dense(query, source, n), cosine=True) if fusion != "bm25" else {}
         keyword = self._best_per_paper(self._keyword(query, source), cosine=False) if fusion != "dense" else {}

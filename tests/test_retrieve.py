@@ -14,6 +14,7 @@ from conftest import DATA, free_port, make_settings
 from assistant import Assistant
 from assistant.errors import QuestionError, StoreUnavailableError
 from assistant.load import paper_id
+from assistant.retrieve import bm25_folder
 from assistant.store import Store
 from assistant.types import Passage
 
@@ -128,6 +129,53 @@ def test_an_unknown_source_raises_question_error_listing_the_indexed_files(share
 def test_an_empty_question_raises_question_error(shared_assistant: Assistant, question: str) -> None:
     with pytest.raises(QuestionError):
         shared_assistant.retrieve(question)
+
+
+# -- saved work ---------------------------------------------------------------------------------
+
+
+def test_a_question_vector_given_by_the_caller_is_what_the_dense_search_uses(shared_assistant: Assistant) -> None:
+    question, other = SAMPLE_QUESTIONS[0], SAMPLE_QUESTIONS[2]
+    retriever = shared_assistant.retriever
+    own = retriever.retrieve(question, fusion="dense", embedding=shared_assistant.embedder.get_query_embedding(question))
+    swapped = retriever.retrieve(question, fusion="dense", embedding=shared_assistant.embedder.get_query_embedding(other))
+    assert [(p.paper.id, p.score) for p in own] == [(p.paper.id, p.score) for p in retriever.retrieve(question, fusion="dense")]
+    assert [p.paper.id for p in swapped] == [p.paper.id for p in retriever.retrieve(other, fusion="dense")]
+
+
+def test_the_keyword_index_is_saved_under_the_index_fingerprint(tmp_path: Path, corpus_copy: list[Path]) -> None:
+    settings = make_settings(tmp_path / "store", corpus=corpus_copy)
+    info = Assistant.from_settings(settings).store.info()
+    saved = [p.name for p in bm25_folder(settings).iterdir()]
+    assert saved == [f"{info.collection}-{info.fingerprint}"]
+
+
+def test_reopening_an_unchanged_index_reads_no_chunks_from_chroma(
+    tmp_path: Path, corpus_copy: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings(tmp_path / "store", corpus=corpus_copy)
+    expected = [p.paper.id for p in Assistant.from_settings(settings).retrieve(SAMPLE_QUESTIONS[1])]
+
+    def read_every_chunk(self: Store) -> None:
+        raise AssertionError("start-up read every chunk from Chroma")
+
+    monkeypatch.setattr(Store, "nodes", read_every_chunk)
+    reopened = Assistant.from_settings(settings)
+    assert [p.paper.id for p in reopened.retrieve(SAMPLE_QUESTIONS[1])] == expected
+
+
+def test_a_changed_corpus_gets_a_new_keyword_index_that_finds_the_new_text(tmp_path: Path, corpus_copy: list[Path]) -> None:
+    settings = make_settings(tmp_path / "store", corpus=corpus_copy)
+    Assistant.from_settings(settings)
+    lines = corpus_copy[0].read_text(encoding="utf-8").splitlines()
+    target = next(i for i, line in enumerate(lines) if i > 0 and line.strip())
+    lines[target] = lines[target] + " We call the released toolkit Quuxplorer."
+    corpus_copy[0].write_text("\n".join(lines) + "\n", encoding="utf-8")
+    updated = Assistant.from_settings(settings)
+    hits = updated.retriever.retrieve("Quuxplorer", fusion="bm25", k=1)
+    assert "Quuxplorer" in hits[0].paper.abstract
+    info = updated.store.info()
+    assert [p.name for p in bm25_folder(settings).iterdir()] == [f"{info.collection}-{info.fingerprint}"]
 
 
 # -- Chroma server ------------------------------------------------------------------------------
