@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,11 +15,11 @@ from typing import Any
 
 from .answer import AnswerEngine
 from .config import BUNDLED_CORPUS, Settings
-from .embed import embedding_identity, make_embedder
+from .embed import make_embedder
 from .index import IndexReport, build_index, corpus_fingerprint
 from .load import load_papers
 from .retrieve import HybridRetriever
-from .store import IndexInfo, Store
+from .store import Store
 from .types import Answer, Paper, Passage
 
 Notify = Callable[[str], None]
@@ -32,13 +33,6 @@ def resolve_corpus(settings: Settings, store: Store) -> list[Path]:
     if info is not None and info.corpus and all(Path(p).is_file() for p in info.corpus):
         return [Path(p) for p in info.corpus]
     return sorted(BUNDLED_CORPUS.glob("*.txt"))
-
-
-def _refuse_other_embedder(store: Store, settings: Settings, info: IndexInfo | None) -> None:
-    """An existing index built with another embedding model cannot be queried or extended:
-    fail (IndexMismatchError with the rebuild hint) before any embedder is created."""
-    if info is not None and info.chunks:
-        store.require(embedding_identity(settings)[0])
 
 
 class Assistant:
@@ -79,13 +73,12 @@ class Assistant:
         corpus = resolve_corpus(settings, store)
         papers = load_papers(corpus)
         info = store.info()
-        _refuse_other_embedder(store, settings, info)
-        embedder = make_embedder(settings)
+        embedder = functools.cache(functools.partial(make_embedder, settings))
         if info is None or not info.chunks or info.fingerprint != corpus_fingerprint(papers, settings):
             say("Building the index (first run)…" if info is None or not info.chunks else "Corpus changed: updating the index…")
             report = build_index(papers, corpus, settings, store, embedder, progress=progress)
             say(f"Indexed {report.papers} papers ({report.embedded_chunks} chunks embedded) in {report.seconds:.1f} s.")
-        assistant = cls(settings, store, embedder, papers)
+        assistant = cls(settings, store, embedder(), papers)
         if notify:
             assistant.notify = notify
         assistant.timings["startup"] = time.perf_counter() - started
@@ -137,6 +130,4 @@ def reindex(settings: Settings, paths: list[Path] | None = None, rebuild: bool =
     store = Store(settings)
     corpus = paths or resolve_corpus(settings, store)
     papers = load_papers(corpus)
-    if not rebuild:
-        _refuse_other_embedder(store, settings, store.info())
-    return build_index(papers, corpus, settings, store, make_embedder(settings), rebuild=rebuild, progress=progress)
+    return build_index(papers, corpus, settings, store, functools.partial(make_embedder, settings), rebuild=rebuild, progress=progress)

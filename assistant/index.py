@@ -19,7 +19,6 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from .chunk import chunk_papers, paper_hash
 from .config import Settings
 from .embed import embedding_identity
-from .errors import IndexMismatchError
 from .store import Store
 from .types import Paper
 
@@ -49,32 +48,31 @@ def build_index(
     corpus: list[Path],
     settings: Settings,
     store: Store,
-    embedder: BaseEmbedding,
+    embedder: Callable[[], BaseEmbedding],
     rebuild: bool = False,
     progress: Progress | None = None,
 ) -> IndexReport:
-    """Bring the store in line with `papers`, embedding only what is new or changed."""
+    """Bring the store in line with `papers`, embedding only what is new or changed.
+
+    `embedder` gives the embedding model; it is called only if something must be embedded,
+    so an index that is already up to date costs neither loading the model nor chunking.
+    """
     started = time.perf_counter()
     model, dim = embedding_identity(settings)
-    nodes = chunk_papers(papers, settings)
     collection = None if rebuild else store.active()
     if collection is not None:
-        recorded = (collection.metadata or {}).get("embedding_model")
-        if recorded != model:
-            raise IndexMismatchError(
-                f"The index was built with '{recorded}', the settings ask for '{model}'. "
-                "Run `assistant index --rebuild` to rebuild it with the new model."
-            )
+        store.check_embedding(collection, model)
     fresh = collection is None
     if fresh:
         if dim is None:  # remote embedders: learn the dimension from one real vector
-            dim = len(embedder.get_text_embedding("dimension probe"))
+            dim = len(embedder().get_text_embedding("dimension probe"))
         collection = store.new_generation(model, dim)
 
     stored = store.paper_hashes(collection)
-    wanted = {n.metadata["paper_id"]: n.metadata["paper_hash"] for n in nodes}
-    todo = [n for n in nodes if stored.get(n.metadata["paper_id"], ("", []))[0] != n.metadata["paper_hash"]]
-    keep_ids = {n.node_id for n in nodes}
+    wanted = {paper.id: paper_hash(paper, settings) for paper in papers}
+    changed = [paper for paper in papers if stored.get(paper.id, ("", []))[0] != wanted[paper.id]]
+    todo = chunk_papers(changed, settings)
+    keep_ids = {n.node_id for n in todo}
     stale = [
         chunk_id
         for paper_id, (digest, ids) in stored.items()
@@ -88,20 +86,22 @@ def build_index(
     batch = settings.embed_batch_size
     if progress:
         progress(0, len(todo))
-    for start in range(0, len(todo), batch):
-        part = todo[start : start + batch]
-        vectors = embedder.get_text_embedding_batch([n.text for n in part])
-        store.upsert(collection, part, vectors)
-        if progress:
-            progress(min(start + batch, len(todo)), len(todo))
+    if todo:
+        model_instance = embedder()
+        for start in range(0, len(todo), batch):
+            part = todo[start : start + batch]
+            store.upsert(collection, part, model_instance.get_text_embedding_batch([n.text for n in part]))
+            if progress:
+                progress(min(start + batch, len(todo)), len(todo))
     store.delete(collection, stale)
     store.mark_complete(collection, corpus_fingerprint(papers, settings), [str(p) for p in corpus])
     if fresh:
         store.activate(collection)
+    unchanged_chunks = sum(len(ids) for paper_id, (digest, ids) in stored.items() if wanted.get(paper_id) == digest)
     return IndexReport(
         papers=len(papers),
-        chunks=len(nodes),
-        embedded_papers=len({n.metadata["paper_id"] for n in todo}),
+        chunks=unchanged_chunks + len(todo),
+        embedded_papers=len(changed),
         embedded_chunks=len(todo),
         deleted_chunks=len(stale),
         seconds=time.perf_counter() - started,

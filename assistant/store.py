@@ -51,6 +51,7 @@ class Store:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self._active: Any | None = None
         chroma_settings = ChromaSettings(anonymized_telemetry=False)
         try:
             if settings.chroma_host:
@@ -109,15 +110,19 @@ class Store:
         return self._call("open the index", self.client.get_collection, name)
 
     def active(self) -> Any | None:
+        """The active generation, looked up once (this process's `activate` replaces it)."""
+        if self._active is not None:
+            return self._active
         name = self.active_name()
         if name is None:
             return None
         try:
-            return self._collection(name)
+            self._active = self._collection(name)
         except StoreUnavailableError:
             raise
         except Exception:
             return None  # the pointer names a collection that is gone: treat as missing
+        return self._active
 
     def info(self) -> IndexInfo | None:
         collection = self.active()
@@ -138,12 +143,17 @@ class Store:
         info = self.info()
         if info is None or info.chunks == 0:
             raise IndexMissingError(f"No index in the {self._describe()}. Run `assistant index` to build it.")
-        if info.embedding_model != embedding_model:
+        self.check_embedding(self.active(), embedding_model)
+        return info
+
+    def check_embedding(self, collection: Any, embedding_model: str) -> None:
+        """IndexMismatchError unless `collection` was built with `embedding_model`."""
+        recorded = str((collection.metadata or {}).get("embedding_model", ""))
+        if recorded != embedding_model:
             raise IndexMismatchError(
-                f"The index was built with the embedding model '{info.embedding_model}', but the settings ask for "
+                f"The index was built with the embedding model '{recorded}', but the settings ask for "
                 f"'{embedding_model}'; their vectors are not comparable. {_rebuild_hint(self.settings)}"
             )
-        return info
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -162,6 +172,7 @@ class Store:
         """Point the index at `collection`, then drop every other generation (the one it
         replaces, and any left half-written by an interrupted rebuild)."""
         self._pointer().modify(metadata={"active": collection.name})
+        self._active = collection
         prefix = f"{self.settings.collection}-g"
         for name in self._call("list collections", self.client.list_collections):
             name = getattr(name, "name", name)

@@ -39,7 +39,7 @@ def small_corpus(tmp_path: Path, bundled_abstracts: list[str]) -> Path:
 
 
 def index(corpus: Path, settings: Settings, embedder: MiniLMEmbedding, **kwargs) -> IndexReport:
-    return build_index(load_papers([corpus]), [corpus], settings, Store(settings), embedder, **kwargs)
+    return build_index(load_papers([corpus]), [corpus], settings, Store(settings), lambda: embedder, **kwargs)
 
 
 def stored_chunks(settings: Settings) -> dict[str, tuple[str, dict]]:
