@@ -60,7 +60,7 @@ def load_bm25(settings: Settings, store: Store) -> BM25Retriever:
     saved = folder / f"{info.collection}-{info.fingerprint}"
     if saved.is_dir():
         try:
-            bm25 = BM25Retriever.from_persist_dir(str(saved))
+            bm25 = BM25Retriever.from_persist_dir(str(saved), show_progress=False)
             if int(bm25.bm25.scores.get("num_docs", -1)) == info.chunks:
                 return bm25
         except Exception:  # unreadable or from another version: build it again below
@@ -73,7 +73,7 @@ def load_bm25(settings: Settings, store: Store) -> BM25Retriever:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         partial = Path(tempfile.mkdtemp(dir=folder, prefix=".partial-"))
-        bm25.persist(str(partial))
+        bm25.persist(str(partial), show_progress=False)
         shutil.rmtree(saved, ignore_errors=True)
         partial.rename(saved)
         for other in folder.iterdir():  # keyword indexes of earlier generations or corpora
