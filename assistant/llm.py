@@ -2,8 +2,9 @@
 
 It offers three backends behind one small `LLM` class speaking the OpenAI chat API:
 the embedded Qwen2.5-Coder-1.5B-Instruct GGUF served by a private `llama_cpp.server`
-subprocess (default), any OpenAI-compatible server (`ASSISTANT_LLM_BASE_URL`), or OpenAI
-itself. `connect(settings)` picks one; every failure surfaces as an `assistant.errors` error.
+subprocess (default; run through `llm_server`), any OpenAI-compatible server
+(`ASSISTANT_LLM_BASE_URL`), or OpenAI itself. `connect(settings)` picks one; every
+failure surfaces as an `assistant.errors` error.
 """
 
 from __future__ import annotations
@@ -328,7 +329,7 @@ def _free_port() -> int:
 
 
 class LocalServer:
-    """A private `llama_cpp.server` subprocess on a free loopback port.
+    """A private `llama_cpp.server` subprocess (via `assistant.llm_server`) on a free loopback port.
 
     `start()` blocks until the model is loaded (`load_seconds`); `stop()` ends it. The child
     is stopped at exit, on SIGTERM (unless the app handles SIGTERM itself) and, on Linux, by

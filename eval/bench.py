@@ -174,13 +174,14 @@ class CpuMeter:
 
 
 def other_llm_servers(ours: list[int]) -> int:
-    """Running llama_cpp.server processes that are not this benchmark's (they compete for the cores)."""
+    """Running llama.cpp servers (plain or this project's wrapper) that are not this benchmark's."""
     count = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) in ours:
             continue
         with contextlib.suppress(OSError):
-            if b"llama_cpp.server" in (entry / "cmdline").read_bytes():
+            cmdline = (entry / "cmdline").read_bytes()
+            if b"llama_cpp.server" in cmdline or b"assistant.llm_server" in cmdline:
                 count += 1
     return count
 
@@ -849,7 +850,7 @@ def run(args: argparse.Namespace, rep: Report, ctx: Context) -> None:
     say(f"  Python {m['python']} on {m['platform']}")
     say("  " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()))
     say(
-        f"  load average at start: {m['loadavg_start']}; other llama_cpp.server processes running: "
+        f"  load average at start: {m['loadavg_start']}; other llama.cpp servers running: "
         f"{m['other_llm_servers_at_start']} (shared machine: compare ratios within this run)"
     )
     say(f"  importing the assistant package took {IMPORT_SECONDS:.2f} s")
