@@ -48,23 +48,30 @@ def bm25_folder(settings: Settings) -> Path:
     return settings.index_dir / "bm25"
 
 
+def _open_saved_bm25(folder: Path, chunks: int) -> BM25Retriever | None:
+    """A saved keyword index, memory-mapped (its texts and postings stay on disk), or None."""
+    if not folder.is_dir():
+        return None
+    try:
+        bm25 = BM25Retriever.from_persist_dir(str(folder), mmap=True, show_progress=False)
+    except Exception:  # unreadable or written by another version: the caller builds it again
+        return None
+    return bm25 if int(bm25.bm25.scores.get("num_docs", -1)) == chunks else None
+
+
 def load_bm25(settings: Settings, store: Store) -> BM25Retriever:
     """The keyword index of the active collection, built once and then loaded from disk.
 
     It is saved under the collection's name and corpus fingerprint, so a start-up with an
-    unchanged index reads one file instead of every chunk from Chroma, and any change to the
-    index (a rebuild, an update) gets a fresh one.
+    unchanged index maps one folder instead of reading every chunk from Chroma, and any
+    change to the index (a rebuild, an update) gets a fresh one.
     """
     info = store.require(embedding_identity(settings)[0])
     folder = bm25_folder(settings)
     saved = folder / f"{info.collection}-{info.fingerprint}"
-    if saved.is_dir():
-        try:
-            bm25 = BM25Retriever.from_persist_dir(str(saved), show_progress=False)
-            if int(bm25.bm25.scores.get("num_docs", -1)) == info.chunks:
-                return bm25
-        except Exception:  # unreadable or from another version: build it again below
-            pass
+    bm25 = _open_saved_bm25(saved, info.chunks)
+    if bm25 is not None:
+        return bm25
     nodes = store.nodes()
     bm25 = BM25Retriever.from_defaults(
         nodes=nodes, stemmer=Stemmer.Stemmer("english"), language="english",
@@ -80,8 +87,9 @@ def load_bm25(settings: Settings, store: Store) -> BM25Retriever:
             if other != saved:
                 shutil.rmtree(other, ignore_errors=True)
     except OSError:
-        pass  # a read-only folder only costs rebuilding it at the next start-up
-    return bm25
+        return bm25  # a read-only folder only costs building it again at the next start-up
+    # The same index, mapped from disk: its texts need not stay in memory.
+    return _open_saved_bm25(saved, info.chunks) or bm25
 
 
 class HybridRetriever:

@@ -26,6 +26,9 @@ from .config import Settings
 from .errors import IndexMismatchError, IndexMissingError, StoreUnavailableError
 
 _WRITE_BATCH = 1000
+# Rows per read of a whole collection: one unpaged `get` binds a SQL variable per row and
+# fails beyond SQLite's limit (32,766) with "too many SQL variables", about 10,000 abstracts.
+_READ_PAGE = 5000
 
 
 @dataclass(frozen=True)
@@ -185,13 +188,25 @@ class Store:
     def paper_hashes(self, collection: Any) -> dict[str, tuple[str, list[str]]]:
         """paper id -> (paper hash, chunk ids) for everything stored in `collection`."""
         found: dict[str, tuple[str, list[str]]] = {}
-        got = self._call("read the index", collection.get, include=["metadatas"])
+        got = self._read_all(collection, ["metadatas"])
         for chunk_id, meta in zip(got["ids"], got["metadatas"]):
             paper_id = str(meta.get("paper_id"))
             digest, ids = found.get(paper_id, (str(meta.get("paper_hash")), []))
             ids.append(chunk_id)
             found[paper_id] = (digest, ids)
         return found
+
+    def _read_all(self, collection: Any, include: list[str]) -> dict[str, list[Any]]:
+        """Every row of `collection` (ids plus `include`), read a page at a time."""
+        got: dict[str, list[Any]] = {"ids": [], **{field: [] for field in include}}
+        while True:
+            page = self._call(
+                "read the index", collection.get, include=include, limit=_READ_PAGE, offset=len(got["ids"])
+            )
+            for field in got:
+                got[field].extend(page[field])
+            if len(page["ids"]) < _READ_PAGE:
+                return got
 
     def upsert(self, collection: Any, nodes: list[TextNode], embeddings: list[list[float]]) -> None:
         """Write chunks with their vectors in one call per batch (ids are stable: rewrite = update)."""
@@ -232,7 +247,7 @@ class Store:
         collection = self.active()
         if collection is None:
             return []
-        got = self._call("read the index", collection.get, include=["documents", "metadatas"])
+        got = self._read_all(collection, ["documents", "metadatas"])
         nodes = []
         for chunk_id, text, meta in zip(got["ids"], got["documents"], got["metadatas"]):
             node = metadata_dict_to_node(meta, text=text)

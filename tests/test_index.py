@@ -14,6 +14,7 @@ from assistant.embed import MINILM_DIM, MINILM_NAME, MiniLMEmbedding
 from assistant.errors import IndexMismatchError
 from assistant.index import IndexReport, build_index, corpus_fingerprint
 from assistant.load import load_papers
+from assistant import store as store_module
 from assistant.store import Store
 
 SMALL_PAPERS = 5  # the first five abstracts of the first bundled file: a corpus that indexes in about a second
@@ -159,6 +160,21 @@ def test_every_chunk_carries_its_papers_fields_as_flat_scalar_metadata(shared_in
         assert type(meta["ordinal"]) is int
         assert chunk_id.startswith(paper.id + ":")
     assert {meta["paper_id"] for _, meta in chunks.values()} == set(by_id)
+
+
+def test_whole_index_reads_are_paged_and_return_every_chunk_once(
+    shared_index_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One unpaged read fails beyond SQLite's variable limit (~10,000 abstracts); pages of 50
+    # make the bundled index span four pages, the last one partial.
+    store = Store(make_settings(shared_index_dir))
+    total = store.info().chunks
+    monkeypatch.setattr(store_module, "_READ_PAGE", 50)
+    assert total > 150 and total % 50
+    node_ids = [node.node_id for node in store.nodes()]
+    assert len(node_ids) == len(set(node_ids)) == total
+    hashed = [chunk_id for _, ids in store.paper_hashes(store.active()).values() for chunk_id in ids]
+    assert sorted(hashed) == sorted(node_ids)
 
 
 def test_collection_metadata_records_embedding_model_dimension_and_fingerprint(shared_index_dir: Path) -> None:
