@@ -35,6 +35,11 @@ def resolve_corpus(settings: Settings, store: Store) -> list[Path]:
     return sorted(BUNDLED_CORPUS.glob("*.txt"))
 
 
+def parse_cache(settings: Settings) -> Path:
+    """Where parsed corpus files are kept, keyed by their content (see `load.load_file`)."""
+    return Path(settings.cache_dir).expanduser() / "papers"
+
+
 class Assistant:
     """Question answering over a paper collection with verified citations."""
 
@@ -71,7 +76,7 @@ class Assistant:
         say = notify or (lambda message: None)
         store = Store(settings)
         corpus = resolve_corpus(settings, store)
-        papers = load_papers(corpus)
+        papers = load_papers(corpus, parse_cache(settings))
         info = store.info()
         embedder = functools.cache(functools.partial(make_embedder, settings))
         if info is None or not info.chunks or info.fingerprint != corpus_fingerprint(papers, settings):
@@ -129,5 +134,5 @@ def reindex(settings: Settings, paths: list[Path] | None = None, rebuild: bool =
     """Index `paths` (or the current corpus); used by `assistant index`."""
     store = Store(settings)
     corpus = paths or resolve_corpus(settings, store)
-    papers = load_papers(corpus)
+    papers = load_papers(corpus, parse_cache(settings))
     return build_index(papers, corpus, settings, store, functools.partial(make_embedder, settings), rebuild=rebuild, progress=progress)

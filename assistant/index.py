@@ -60,8 +60,16 @@ def build_index(
     started = time.perf_counter()
     model, dim = embedding_identity(settings)
     collection = None if rebuild else store.active()
+    fingerprint = corpus_fingerprint(papers, settings)
+    paths = [str(p) for p in corpus]
     if collection is not None:
         store.check_embedding(collection, model)
+        info = store.info()
+        if info is not None and info.fingerprint == fingerprint:
+            # Recorded only when a build completes: every paper is already indexed as is.
+            if info.corpus != paths:
+                store.mark_complete(collection, fingerprint, paths)  # the same papers, from moved files
+            return IndexReport(len(papers), info.chunks, 0, 0, 0, time.perf_counter() - started, info.collection)
     fresh = collection is None
     if fresh:
         if dim is None:  # remote embedders: learn the dimension from one real vector
@@ -94,7 +102,7 @@ def build_index(
             if progress:
                 progress(min(start + batch, len(todo)), len(todo))
     store.delete(collection, stale)
-    store.mark_complete(collection, corpus_fingerprint(papers, settings), [str(p) for p in corpus])
+    store.mark_complete(collection, fingerprint, paths)
     if fresh:
         store.activate(collection)
     unchanged_chunks = sum(len(ids) for paper_id, (digest, ids) in stored.items() if wanted.get(paper_id) == digest)

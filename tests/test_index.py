@@ -70,6 +70,20 @@ def test_indexing_twice_embeds_nothing_the_second_time_and_keeps_the_chunk_count
     assert Store(settings).info().chunks == first.chunks
 
 
+def test_reindexing_an_unchanged_corpus_reads_no_chunk_metadata_back(
+    tmp_path: Path, small_corpus: Path, embedder: MiniLMEmbedding, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings(tmp_path / "store")
+    first = index(small_corpus, settings, embedder)
+
+    def read_every_hash(self: Store, collection: object) -> None:
+        raise AssertionError("an unchanged corpus read every chunk's metadata")
+
+    monkeypatch.setattr(Store, "paper_hashes", read_every_hash)
+    again = index(small_corpus, settings, embedder)
+    assert (again.chunks, again.embedded_chunks, again.collection) == (first.chunks, 0, first.collection)
+
+
 def test_changing_one_abstract_reembeds_only_that_paper(
     tmp_path: Path, small_corpus: Path, bundled_abstracts: list[str], embedder: MiniLMEmbedding
 ) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from assistant.config import Settings
 from assistant.errors import LLMTimeoutError, LLMUnavailableError, ModelError
-from assistant.llm import LLM, PACKAGED_GGUF_SHA256, PACKAGED_GGUF_SIZE, connect, ensure_gguf
+from assistant.llm import LLM, PACKAGED_GGUF_SHA256, PACKAGED_GGUF_SIZE, LocalServer, connect, ensure_gguf
 
 TINY_PROMPT = [{"role": "user", "content": "Count from 1 to 5, separated by commas."}]
 
@@ -95,6 +95,13 @@ def test_tiny_timeout_raises_timeout_error(local_llm: tuple[LLM, list[str]]) -> 
     with pytest.raises(LLMTimeoutError, match="ASSISTANT_LLM_TIMEOUT"):
         impatient.chat(TINY_PROMPT, max_tokens=4)
     impatient.close()
+
+
+def test_the_prompt_cache_size_setting_reaches_the_server_and_zero_turns_it_off(tmp_path: Path) -> None:
+    model = tmp_path / "model.gguf"
+    on = LocalServer(model, local_settings(llm_prompt_cache_mb=256)).command(8080)
+    assert on[on.index("--cache") + 1] == "true" and on[on.index("--cache_size") + 1] == str(256 << 20)
+    assert "--cache" not in LocalServer(model, local_settings(llm_prompt_cache_mb=0)).command(8080)
 
 
 def rss_mib(pid: int) -> float:

@@ -152,6 +152,33 @@ def test_jsonl_without_a_title_gets_one_derived_from_the_abstract(tmp_path: Path
     assert paper.title == "GraphZap"
 
 
+# -- the parse cache ---------------------------------------------------------------------------
+
+
+def test_a_cached_parse_gives_the_same_papers_as_parsing(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    parsed = load_file(CORPUS_FILES[0])
+    assert load_file(CORPUS_FILES[0], cache) == parsed  # parsed, then written
+    assert len(list(cache.glob("*.json"))) == 1
+    assert load_file(CORPUS_FILES[0], cache) == parsed  # read back
+
+
+def test_a_changed_file_is_parsed_again_not_served_from_the_cache(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    path = write_jsonl(tmp_path / "mine.jsonl", [{"abstract": ABSTRACT_A}])
+    assert [p.abstract for p in load_file(path, cache)] == [ABSTRACT_A]
+    write_jsonl(path, [{"abstract": ABSTRACT_B}])
+    assert [p.abstract for p in load_file(path, cache)] == [ABSTRACT_B]
+
+
+def test_a_file_with_the_same_bytes_under_another_name_gets_its_own_ids(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first = write_jsonl(tmp_path / "one.jsonl", [{"abstract": ABSTRACT_A}])
+    second = write_jsonl(tmp_path / "two.jsonl", [{"abstract": ABSTRACT_A}])
+    assert load_file(first, cache)[0].source == "one.jsonl"
+    assert load_file(second, cache)[0].source == "two.jsonl"
+
+
 # -- malformed input ---------------------------------------------------------------------------
 
 GOOD_ABSTRACT = "We study a perfectly ordinary problem and propose a perfectly ordinary method for it."
