@@ -18,7 +18,7 @@ from .config import BUNDLED_CORPUS, Settings
 from .embed import make_embedder
 from .index import IndexReport, build_index, corpus_fingerprint
 from .load import load_papers
-from .retrieve import HybridRetriever
+from .retrieve import HybridRetriever, load_bm25
 from .store import Store
 from .types import Answer, Paper, Passage
 
@@ -135,4 +135,6 @@ def reindex(settings: Settings, paths: list[Path] | None = None, rebuild: bool =
     store = Store(settings)
     corpus = paths or resolve_corpus(settings, store)
     papers = load_papers(corpus, parse_cache(settings))
-    return build_index(papers, corpus, settings, store, functools.partial(make_embedder, settings), rebuild=rebuild, progress=progress)
+    report = build_index(papers, corpus, settings, store, functools.partial(make_embedder, settings), rebuild=rebuild, progress=progress)
+    load_bm25(settings, store)  # built and saved now, so the next start-up only opens it
+    return report
