@@ -235,7 +235,7 @@ def load_file(path: Path, cache_dir: Path | None = None) -> list[Paper]:
     data = _read_bytes(path)
     if cache_dir is None:
         return _parse(path, data)
-    key = hashlib.sha1(f"{_PARSER_KEY}\x1f{path.name}\x1f{path.suffix.lower()}\x1f".encode() + data).hexdigest()
+    key = hashlib.sha1(f"{_PARSER_KEY}\x1f{path.name}\x1f".encode() + data).hexdigest()
     cached = Path(cache_dir) / f"{key}.json"
     try:
         return [Paper(**fields) for fields in json.loads(cached.read_text(encoding="utf-8"))]

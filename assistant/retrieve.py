@@ -1,9 +1,10 @@
 """Retrieve: hybrid search (Chroma dense + BM25 keyword), fused per paper.
 
 Both retrievers are llama-index's (`VectorStoreIndex` over the Chroma store, `BM25Retriever`
-built once over the stored chunks and saved, keyed by the index's fingerprint). Fusion is ours: we fuse at the paper level (best chunk
-per paper on each side) and keep each side's raw score, which the answer stage needs for
-its relevance check and which `QueryFusionRetriever` does not expose.
+built once over the stored chunks and saved, keyed by the index's fingerprint). Fusion is
+ours: we fuse at the paper level (best chunk per paper on each side) and keep each side's
+raw score, which the answer stage needs for its relevance check and which
+`QueryFusionRetriever` does not expose.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import Stemmer
 from llama_index.core import VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores import ExactMatchFilter, MetadataFilters
 from llama_index.retrievers.bm25 import BM25Retriever
 
@@ -48,6 +49,14 @@ def bm25_folder(settings: Settings) -> Path:
     return settings.index_dir / "bm25"
 
 
+def build_bm25(nodes: list[TextNode], settings: Settings) -> BM25Retriever:
+    """A keyword index over `nodes` (English stemming and stop words)."""
+    return BM25Retriever.from_defaults(
+        nodes=nodes, stemmer=Stemmer.Stemmer("english"), language="english",
+        similarity_top_k=min(len(nodes), settings.candidates * 3),
+    )
+
+
 def _open_saved_bm25(folder: Path, chunks: int) -> BM25Retriever | None:
     """A saved keyword index, memory-mapped (its texts and postings stay on disk), or None."""
     if not folder.is_dir():
@@ -72,11 +81,7 @@ def load_bm25(settings: Settings, store: Store) -> BM25Retriever:
     bm25 = _open_saved_bm25(saved, info.chunks)
     if bm25 is not None:
         return bm25
-    nodes = store.nodes()
-    bm25 = BM25Retriever.from_defaults(
-        nodes=nodes, stemmer=Stemmer.Stemmer("english"), language="english",
-        similarity_top_k=min(len(nodes), settings.candidates * 3),
-    )
+    bm25 = build_bm25(store.nodes(), settings)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         partial = Path(tempfile.mkdtemp(dir=folder, prefix=".partial-"))

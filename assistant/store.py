@@ -127,6 +127,15 @@ class Store:
             return None  # the pointer names a collection that is gone: treat as missing
         return self._active
 
+    def _missing(self) -> IndexMissingError:
+        return IndexMissingError(f"No index in the {self._describe()}. Run `assistant index` to build it.")
+
+    def _active_or_raise(self) -> Any:
+        collection = self.active()
+        if collection is None:
+            raise self._missing()
+        return collection
+
     def info(self) -> IndexInfo | None:
         collection = self.active()
         if collection is None:
@@ -145,7 +154,7 @@ class Store:
         """The active index, checked to have been built with `embedding_model`."""
         info = self.info()
         if info is None or info.chunks == 0:
-            raise IndexMissingError(f"No index in the {self._describe()}. Run `assistant index` to build it.")
+            raise self._missing()
         self.check_embedding(self.active(), embedding_model)
         return info
 
@@ -237,10 +246,7 @@ class Store:
     # -- reading -----------------------------------------------------------------------------
 
     def vector_store(self) -> ChromaVectorStore:
-        collection = self.active()
-        if collection is None:
-            raise IndexMissingError(f"No index in the {self._describe()}. Run `assistant index` to build it.")
-        return ChromaVectorStore(chroma_collection=collection)
+        return ChromaVectorStore(chroma_collection=self._active_or_raise())
 
     def nodes(self) -> list[TextNode]:
         """Every stored chunk as a llama-index node (text and metadata, no vectors)."""
@@ -257,9 +263,7 @@ class Store:
 
     def query(self, embedding: list[float], n: int, where: dict[str, Any] | None = None) -> dict[str, Any]:
         """A bare Chroma query, used by the benchmark as the baseline for retrieval overhead."""
-        collection = self.active()
-        if collection is None:
-            raise IndexMissingError(f"No index in the {self._describe()}. Run `assistant index` to build it.")
+        collection = self._active_or_raise()
         return self._call(
             "query", collection.query, query_embeddings=[embedding], n_results=n, where=where,
             include=["documents", "metadatas", "distances"],
