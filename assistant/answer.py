@@ -1,8 +1,12 @@
-"""Answer: condense the question, retrieve, prompt the LLM, verify citations, build `Answer`.
+"""Answer: condense the question, retrieve, decide on evidence, prompt the LLM, verify, build `Answer`.
 
-The model drafts; the application owns the citations (see `cite`). The context is lean
-(the best sentences of the top papers) because that is what a small local model answers
-best from and what keeps its time to first token short.
+The model drafts; the application decides and owns the citations. Between retrieval and the
+model, `decide` reads what the question asks for and scores every sentence of the retrieved
+abstracts; it refuses, replies to a near miss (the paper is found, the asked detail is not in
+its abstract), lists every paper on a topic, or chooses the sentences the model answers from.
+After the draft, `cite` verifies every sentence and `decide` checks that the answer carries what
+was asked for. The context is lean (the best sentences of the top papers): that is what a small
+local model answers best from, and what keeps its time to first token short.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from . import decide
 from .chunk import count_tokens, truncate_tokens
-from .cite import Source, has_number, named_terms, numbers_in, sentence_pairs, verify
+from .cite import Source, make_citation, verify
 from .config import Settings
+from .decide import Decision, Evidence, Intent, SentenceBank
 from .embed import encode
 from .errors import LLMError, QuestionError
 from .prompts import REFUSAL_SENTINEL, load_prompts
@@ -26,29 +32,15 @@ from .types import Answer, Citation, Passage
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 # Ways a model says it cannot answer without using the sentinel.
 _DECLINES = re.compile(
-    r"\b(?:do(?:es)? not (?:contain|provide|mention|specify|state|include|say)|no (?:information|mention)|"
-    r"(?:cannot|can't|unable to) (?:answer|determine|find|be determined)|not (?:mentioned|specified|provided|stated))\b",
+    r"\b(?:do(?:es)? not (?:contain|provide|mention|specify|state|include|say|give|report)|no (?:information|mention)|"
+    r"(?:cannot|can't|unable to) (?:answer|determine|find|be determined)|not (?:mentioned|specified|provided|stated|given))\b",
     re.IGNORECASE,
 )
+_SENTINEL = re.compile(r"\s*\b" + re.escape(REFUSAL_SENTINEL).replace("_", "[_ ]") + r"\b[.!]?", re.IGNORECASE)
 _PROMPT_MARGIN = 64  # tokens kept free: tiktoken counts only approximate the model's tokenizer
 
-
-def unknown_specifics(question: str, texts: list[str]) -> list[str]:
-    """Names and numbers of `question` that appear in none of `texts` (case-insensitive)."""
-    haystack = " ".join(texts).lower().replace("^", "")
-
-    def mentioned(term: str) -> bool:
-        if term.lower().replace("^", "") in haystack:
-            return True
-        # An acronym the abstract spells out: "LLM" -> "large language models".
-        letters = term[:-1] if term.endswith("s") and term[:-1].isupper() else term
-        if letters.isupper() and 2 <= len(letters) <= 6:
-            spelled = r"[\s-]+".join(rf"{re.escape(c.lower())}\w*" for c in letters)
-            return re.search(rf"\b{spelled}", haystack) is not None
-        return False
-
-    missing = [t for t in sorted(named_terms(question)) if not mentioned(t)]
-    return missing + [n for n in sorted(numbers_in(question)) if not has_number(haystack, n)]
+# Kept for callers of the earlier module layout.
+unknown_specifics = decide.unknown_specifics
 
 
 class AnswerEngine:
@@ -59,9 +51,9 @@ class AnswerEngine:
         self.retriever = retriever
         self.embedder = embedder
         self.prompts = load_prompts()
+        self.sentences = SentenceBank(self._encode)
         self._connect = connect
         self._llm: Any = None
-        self._sentences: dict[str, Source] = {}
 
     @property
     def llm(self) -> Any:
@@ -81,12 +73,8 @@ class AnswerEngine:
         return encode(self.embedder, texts)
 
     def _source(self, number: int, passage: Passage) -> Source:
-        cached = self._sentences.get(passage.paper.id)
-        if cached is None:
-            raw, clean = sentence_pairs(passage.paper)
-            cached = Source(0, passage.paper, raw, clean, self._encode(clean))
-            self._sentences[passage.paper.id] = cached
-        return Source(number, cached.paper, cached.raw_sentences, cached.clean_sentences, cached.vectors)
+        s = self.sentences.get(passage.paper)
+        return Source(number, s.paper, s.raw, s.clean, s.vectors)
 
     def _condense(self, question: str, history: list[dict[str, str]]) -> str:
         turns = history[-self.settings.history_turns :] if self.settings.history_turns else []
@@ -98,13 +86,24 @@ class AnswerEngine:
         query = query.strip().strip('"').splitlines()[0].strip() if query.strip() else ""
         return query or question
 
-    def _context(self, sources: list[Source], query_vector: np.ndarray) -> list[tuple[Source, list[int]]]:
-        """The best sentences of each source (in abstract order) for the prompt."""
+    def _evidence(self, sources: list[Source], query: str, query_vector: np.ndarray) -> dict[int, list[Evidence]]:
+        """Every sentence of each source scored against the question, by source number."""
+        question_stems = set(decide.stems(query))
+        return {
+            s.number: decide.score_sentences(self.sentences.get(s.paper), query_vector, question_stems) for s in sources
+        }
+
+    def _context(self, sources: list[Source], evidence: dict[int, list[Evidence]], intent: Intent) -> list[tuple[Source, list[int]]]:
+        """The sentences each source contributes to the prompt (in abstract order): its best
+        ones, and those that say what the question asks for."""
         chosen = []
         for source in sources:
-            scores = source.vectors @ query_vector
-            best = sorted(np.argsort(-scores)[: self.settings.sentences_per_paper].tolist())
-            chosen.append((source, best))
+            picks = [e.index for e in decide.best(evidence[source.number], self.settings.sentences_per_paper)]
+            if intent.focus:
+                extra = decide.focus_sentences(intent, self.sentences.get(source.paper))
+                ranked = sorted(extra, key=lambda i: -evidence[source.number][i].score)
+                picks += [i for i in ranked if i not in picks][:1]
+            chosen.append((source, sorted(picks)))
         return chosen
 
     def _messages(self, question: str, context: list[tuple[Source, list[int]]]) -> list[dict[str, str]]:
@@ -127,22 +126,77 @@ class AnswerEngine:
                     break
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
+    # -- replies that need no model ------------------------------------------------------------
+
     def _refusal(self, answer: Answer, passages: list[Passage]) -> Answer:
         closest = "; ".join(f"{p.paper.title} ({p.paper.source} #{p.paper.ordinal})" for p in passages[:3])
         answer.text = self.prompts.refusal.format(closest=f" The closest papers are: {closest}." if closest else "")
-        answer.refused = True
-        answer.citations = []
+        answer.refused, answer.status = True, "not_in_abstracts"
+        answer.citations, answer.flagged = [], []
         return answer
 
-    def _extractive(self, answer: Answer, source: Source, query_vector: np.ndarray) -> Answer:
-        """The model declined although retrieval is confident: answer with the best sentences."""
-        order = np.argsort(-(source.vectors @ query_vector))[:2]
-        indices = sorted(order.tolist())
-        answer.text = " ".join(source.clean_sentences[i] for i in indices) + f" [{source.number}]"
-        answer.citations = [
-            Citation(marker=source.number, paper=source.paper, quote=" ".join(source.raw_sentences[i] for i in indices))
+    def _near_miss(self, answer: Answer, source: Source, missing: str, evidence: list[Evidence]) -> Answer:
+        """The paper is found but its abstract does not give what was asked: say what it does say."""
+        closest = decide.best(evidence, 1)
+        answer.refused, answer.status = True, "not_in_abstracts"
+        answer.flagged = []
+        title = source.paper.title
+        if not closest:
+            answer.text = f"The {title} abstract does not {missing}."
+            answer.citations = []
+            return answer
+        sentence = closest[0]
+        answer.text = (
+            f"The {title} abstract [{source.number}] does not {missing}. "
+            f"The closest it says is: \u201c{sentence.clean}\u201d [{source.number}]"
+        )
+        answer.citations = [make_citation(source.number, source.paper, source.raw_sentences, [sentence.index], sentence.score)]
+        return answer
+
+    def _extractive(self, answer: Answer, source: Source, indices: list[int], intent: Intent) -> Answer:
+        """The model declined although the evidence answers the question: answer with those sentences."""
+        indices = sorted(indices)
+        body = " ".join(source.clean_sentences[i] for i in indices)
+        lead = f"This looks like {source.paper.title} [{source.number}]: " if intent.kind == "which_paper" else ""
+        answer.text = f"{lead}{body} [{source.number}]" if lead else f"{body} [{source.number}]"
+        answer.citations = [make_citation(source.number, source.paper, source.raw_sentences, indices)]
+        answer.flagged = []
+        answer.status, answer.refused = "answered", False
+        answer.notices.append("The model did not answer; these are the abstract's sentences that answer the question.")
+        return answer
+
+    def _topic_list(self, answer: Answer, intent: Intent, candidates: list[Passage], query_vector: np.ndarray) -> Answer | None:
+        """Every candidate paper whose own best sentence supports the topic, each cited with it."""
+        self.sentences.warm([p.paper for p in candidates])
+        topic_vector = self._encode([intent.topic])[0] if intent.topic else query_vector
+        topic_stems = set(decide.stems(intent.topic))
+        scored = []
+        for passage in candidates:
+            evidence = decide.score_sentences(self.sentences.get(passage.paper), topic_vector, topic_stems)
+            top = decide.best(evidence, 1)
+            if top:
+                scored.append((top[0].score, passage, top[0]))
+        if not scored:
+            return None
+        scored.sort(key=lambda item: -item[0])
+        best_score = scored[0][0]
+        answer.confidence = round(best_score, 4)
+        members = [
+            (passage, sentence) for score, passage, sentence in scored
+            if score >= self.settings.topic_threshold and score >= best_score - self.settings.topic_margin
         ]
-        answer.notices.append("The model did not answer; these are the abstract's most relevant sentences.")
+        if not members:
+            return None
+        lines, citations = [], []
+        for number, (passage, sentence) in enumerate(members, start=1):
+            s = self.sentences.get(passage.paper)
+            lines.append(f"- {passage.paper.title} [{number}]: {sentence.clean}")
+            citations.append(make_citation(number, passage.paper, s.raw, [sentence.index], sentence.score))
+        count = "One paper" if len(members) == 1 else f"{len(members)} papers"
+        answer.text = f"{count} in the collection {'is' if len(members) == 1 else 'are'} about {intent.topic or 'this'}:\n" + "\n".join(lines)
+        answer.citations = citations
+        answer.passages = [p for p, _ in members] + [p for _, p, _ in scored if p not in {m for m, _ in members}][:2]
+        answer.status, answer.refused = "answered", False
         return answer
 
     # -- the whole pipeline ----------------------------------------------------------------
@@ -152,10 +206,11 @@ class AnswerEngine:
     ) -> Iterator[str | Answer]:
         """Yield draft tokens as the model writes them, then the verified `Answer`."""
         started = time.perf_counter()
-        question = (question or "").strip()
+        asked = (question or "").strip()
+        question = decide.sanitize(asked)
         if not question:
             raise QuestionError("The question is empty. Type a question about the papers.")
-        answer = Answer(question=question, text="")
+        answer = Answer(question=asked, text="")
         if count_tokens(question) > self.settings.max_question_tokens:
             question = truncate_tokens(question, self.settings.max_question_tokens)
             answer.notices.append(
@@ -168,33 +223,48 @@ class AnswerEngine:
             answer.search_query = question
             answer.notices.append(f"Could not rewrite the follow-up question ({exc}); searched for it as typed.")
         timings["condense"] = time.perf_counter() - started
+        intent = decide.read_question(answer.search_query)
+        answer.intent = intent.kind
 
         mark = time.perf_counter()
         # One embedding of the query serves retrieval, sentence selection and verification.
         query_vector = self._encode([answer.search_query])[0]
-        passages = self.retriever.retrieve(
-            answer.search_query, k=k or self.settings.k, source=source, embedding=query_vector.tolist()
-        )
+        k = k or self.settings.k
+        wanted = max(k, self.settings.topic_candidates) if intent.kind == "topic" else k
+        passages = self.retriever.retrieve(answer.search_query, k=wanted, source=source, embedding=query_vector.tolist())
         timings["retrieve"] = time.perf_counter() - mark
-        answer.passages = passages
+        answer.passages = passages[:k]
         relevant = [p for p in passages if p.dense_score >= self.settings.min_relevance]
         if not relevant:
             timings["total"] = time.perf_counter() - started
             yield self._refusal(answer, passages)
             return
 
-        sources = [self._source(n, p) for n, p in enumerate(relevant[: self.settings.context_papers], start=1)]
-        unknown = unknown_specifics(question, [s.paper.text for s in sources])
-        if unknown:
-            # A name or number the question relies on ("... over SGLang?") that none of the
-            # papers mentions: any answer would be about something else, so do not ask the model.
-            answer.notices.append(f"None of the closest abstracts mentions {', '.join(unknown)}.")
+        if intent.kind == "topic":
+            listed = self._topic_list(answer, intent, relevant, query_vector)
+            timings["decide"] = time.perf_counter() - mark
+            timings["total"] = time.perf_counter() - started
+            yield listed if listed is not None else self._refusal(answer, passages)
+            return
+
+        decision = self._decide(question, answer.search_query, intent, relevant, query_vector)
+        answer.confidence = round(decision.confidence, 4)
+        sources, evidence = decision.sources, decision.evidence
+        timings["decide"] = time.perf_counter() - mark
+        if decision.action == "refuse":
+            answer.notices.extend(decision.notices)
             timings["total"] = time.perf_counter() - started
             yield self._refusal(answer, passages)
             return
+        if decision.action == "near_miss":
+            answer.notices.extend(decision.notices)
+            timings["total"] = time.perf_counter() - started
+            yield self._near_miss(answer, decision.subject, decision.missing, evidence[decision.subject.number])
+            return
+
         prompt_question = question if not history else f"{answer.search_query}\n(The user asked: {question})"
         try:
-            messages = self._messages(prompt_question, self._context(sources, query_vector))
+            messages = self._messages(prompt_question, self._context(sources, evidence, intent))
             draft: list[str] = []
             shown = 0  # tokens already yielded; a draft that may be the refusal sentinel is held back
             mark = time.perf_counter()
@@ -202,38 +272,117 @@ class AnswerEngine:
                 if not draft:
                     timings["first_token"] = time.perf_counter() - started
                 draft.append(delta)
-                if not REFUSAL_SENTINEL.startswith("".join(draft).strip()):
+                if not REFUSAL_SENTINEL.startswith("".join(draft).strip().upper()):
                     yield from draft[shown:]
                     shown = len(draft)
             timings["generate"] = time.perf_counter() - mark
         except LLMError as exc:
-            answer.retrieval_only = True
+            answer.retrieval_only, answer.status = True, "llm_failed"
             answer.notices.append(str(exc))
             answer.text = "The language model could not answer, so here are the most relevant papers instead."
             timings["total"] = time.perf_counter() - started
             yield answer
             return
 
-        text = "".join(draft).strip()
-        known = " ".join(p.paper.text for p in passages)
+        final = self._after_draft(answer, "".join(draft), decision, passages, query_vector)
+        timings["total"] = time.perf_counter() - started
+        yield final
+
+    def _decide(self, question: str, query: str, intent: Intent, relevant: list[Passage], query_vector: np.ndarray) -> Decision:
+        """Before the model: refuse, reply to a near miss, or answer from the chosen sources."""
+        named = decide.named_papers(question + " " + query, relevant)
+        context = relevant[: self.settings.context_papers]
+        if named:  # the papers the question names come first
+            context = list(dict.fromkeys([*named[: 2 if intent.kind == "comparison" else 1], *context]))
+            context = context[: max(len(named[:2]), self.settings.context_papers)]
+        self.sentences.warm([p.paper for p in context])
+        sources = [self._source(n, p) for n, p in enumerate(context, start=1)]
+        evidence = self._evidence(sources, query, query_vector)
+        plan = Decision("answer", intent, sources, evidence)
+        top_scores = {s.number: (decide.best(evidence[s.number], 1)[0].score if evidence[s.number] else 0.0) for s in sources}
+        subject = sources[0] if named and intent.kind in ("fact", "which_paper") else None
+        plan.subject = subject or max(sources, key=lambda s: top_scores[s.number])
+        plan.confidence = max(top_scores.values())
+
+        # Names and numbers the question relies on ("... over SGLang?") must be in the paper it is
+        # about (or, when it names none, in one of the closest): otherwise any answer would be
+        # about something else.
+        unknown = decide.unknown_specifics(question, [subject.paper.text] if subject else [s.paper.text for s in sources])
+        if unknown:
+            plan.notices.append(
+                f"The {subject.paper.title} abstract does not mention {', '.join(unknown)}." if subject
+                else f"None of the closest abstracts mentions {', '.join(unknown)}."
+            )
+            if subject is not None:
+                plan.action, plan.missing = "near_miss", f"mention {', '.join(unknown)}"
+            else:
+                plan.action = "refuse"
+            return plan
+        if subject is not None and intent.kind == "fact" and intent.focus and intent.slot not in ("mechanism", "yes_no"):
+            if decide.missing_focus(intent, self.sentences.get(subject.paper)):
+                # What is asked for ("the batch size") is said nowhere in the paper it is about.
+                plan.action, plan.missing = "near_miss", decide.asked_for(intent)
+                plan.notices.append(f"The {subject.paper.title} abstract does not {plan.missing}.")
+        return plan
+
+    def _after_draft(self, answer: Answer, draft: str, plan: Decision, passages: list[Passage], query_vector: np.ndarray) -> Answer:
+        """Verify the draft's citations and check that it answers what was asked; else fall back."""
+        intent, sources = plan.intent, plan.sources
+        text = draft.strip()
         first_sentence = re.split(r"(?<=[.!?。！？])\s", text, maxsplit=1)[0]
-        declined = REFUSAL_SENTINEL in text or bool(_DECLINES.search(first_sentence))
+        declined = bool(_SENTINEL.match(text)) or not _SENTINEL.sub("", text).strip() or bool(_DECLINES.search(first_sentence))
+        text = _SENTINEL.sub("", text).strip()  # a sentinel after an answer is a fragment, not a refusal
+        known = " ".join(p.paper.text for p in passages)
         verified = None if declined else verify(
             text, sources, self._encode, self.settings.support_threshold, known, query_vector
         )
-        if verified is None or not verified.citations:
-            if relevant[0].dense_score >= self.settings.extractive_threshold:
-                final = self._extractive(answer, sources[0], query_vector)
-            else:
-                final = self._refusal(answer, passages)
-            if verified is not None:
-                final.flagged = verified.flagged
-        else:
+        answered = verified is not None and bool(verified.citations)
+        if answered and intent.slot in ("number", "count") and not decide.has_slot(intent.slot, verified.text):
+            answered = False  # "how many" answered without a number is not an answer
+        if answered:
             answer.text, answer.citations, answer.flagged = verified.text, verified.citations, verified.flagged
             answer.timings["supported_share"] = verified.supported_share
-            final = answer
-        timings["total"] = time.perf_counter() - started
-        yield final
+            if intent.kind == "comparison":
+                self._cite_both_sides(answer, plan)
+            return answer
+        # The model declined, or wrote something that does not carry what was asked.
+        fallback = self._answering_sentences(plan)
+        if fallback is not None:
+            source, indices = fallback
+            return self._extractive(answer, source, indices, intent)
+        subject_score = max((e.score for e in plan.evidence[plan.subject.number]), default=0.0) if plan.subject else 0.0
+        if plan.subject is not None and intent.kind != "which_paper" and subject_score >= self.settings.subject_threshold:
+            missing = decide.asked_for(intent)
+            return self._near_miss(answer, plan.subject, missing, plan.evidence[plan.subject.number])
+        return self._refusal(answer, passages)
+
+    def _answering_sentences(self, plan: Decision) -> tuple[Source, list[int]] | None:
+        """The subject's sentences that say what was asked, when they are close enough to answer from."""
+        intent = plan.intent
+        for source in [plan.subject, *[s for s in plan.sources if s is not plan.subject]]:
+            evidence = plan.evidence[source.number]
+            if not evidence:
+                continue
+            candidates = decide.focus_sentences(intent, self.sentences.get(source.paper))
+            ranked = sorted(candidates, key=lambda i: -evidence[i].score)
+            if ranked and evidence[ranked[0]].score >= self.settings.extractive_threshold:
+                return source, ranked[:2]
+            if source is plan.subject and intent.kind == "which_paper":
+                top = decide.best(evidence, 1)[0]
+                if top.score >= self.settings.extractive_threshold:
+                    return source, [top.index]
+        return None
+
+    def _cite_both_sides(self, answer: Answer, plan: Decision) -> None:
+        """A comparison cites both papers: add the best sentence of a side the draft left out."""
+        cited = {c.marker for c in answer.citations}
+        for source in plan.sources[:2]:
+            if source.number in cited or not plan.evidence[source.number]:
+                continue
+            top = decide.best(plan.evidence[source.number], 1)[0]
+            answer.text += f" {source.paper.title}: {top.clean} [{source.number}]"
+            answer.citations.append(make_citation(source.number, source.paper, source.raw_sentences, [top.index], top.score))
+        answer.citations.sort(key=lambda c: c.marker)
 
     def ask(self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None) -> Answer:
         """The verified answer (the same pipeline as `stream`, without the tokens)."""

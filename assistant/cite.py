@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .load import clean_markup, split_sentences
-from .types import Citation, Paper
+from .types import Citation, Paper, Span
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -51,6 +51,39 @@ def sentence_pairs(paper: Paper) -> tuple[list[str], list[str]]:
     return raw, [clean_markup(sentence) for sentence in raw]
 
 
+def sentence_offsets(abstract: str, raw_sentences: list[str]) -> list[tuple[int, int]]:
+    """Where each sentence sits in the verbatim abstract (character start, end)."""
+    offsets, cursor = [], 0
+    for sentence in raw_sentences:
+        start = abstract.find(sentence, cursor)
+        if start < 0:  # cannot happen for sentences split from this abstract; keep going safely
+            start = cursor
+        offsets.append((start, start + len(sentence)))
+        cursor = start + len(sentence)
+    return offsets
+
+
+def spans_of(paper: Paper, raw_sentences: list[str], indices: list[int]) -> tuple[Span, ...]:
+    """Sentences `indices` of the abstract as contiguous passages: adjacent ones join, others stay apart."""
+    offsets = sentence_offsets(paper.abstract, raw_sentences)
+    runs: list[list[int]] = []
+    for i in sorted(set(indices)):
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return tuple(
+        Span(run[0], run[-1], offsets[run[0]][0], offsets[run[-1]][1], paper.abstract[offsets[run[0]][0]: offsets[run[-1]][1]])
+        for run in runs
+    )
+
+
+def make_citation(marker: int, paper: Paper, raw_sentences: list[str], indices: list[int], support: float = 0.0) -> Citation:
+    """A citation whose evidence is sentences `indices` of the paper's abstract, as verbatim spans."""
+    spans = spans_of(paper, raw_sentences, indices)
+    return Citation(marker=marker, paper=paper, quote=" … ".join(s.text for s in spans), support=support, spans=spans)
+
+
 @dataclass
 class Claim:
     """One sentence of the answer and what the verifier concluded about it."""
@@ -60,7 +93,7 @@ class Claim:
     cited: list[int] = field(default_factory=list)
     supported: bool = False
     reason: str = ""
-    quotes: dict[int, str] = field(default_factory=dict)
+    quotes: dict[int, int] = field(default_factory=dict)  # source number -> index of its supporting sentence
 
 
 @dataclass
@@ -155,25 +188,25 @@ def verify(
             _judge(claim, by_number, vector_of.get(id(claim)), threshold, known, query_vector)
 
     text_parts, flagged = [], []
-    quotes: dict[int, list[str]] = {}
+    quotes: dict[int, list[int]] = {}
     for claim in claims:
         if claim.supported and not claim.cited:  # a named-papers claim: markers are in its text
             text_parts.append(claim.text + ".")
-            for number, quote in claim.quotes.items():
-                quotes.setdefault(number, []).append(quote)
+            for number, index in claim.quotes.items():
+                quotes.setdefault(number, []).append(index)
         elif claim.supported:
             body, stop = re.match(r"(.*?)([.!?。！？]*)$", claim.text.rstrip(), re.S).groups()
             text_parts.append(body + "".join(f" [{n}]" for n in claim.cited) + (stop or "."))
             for number in claim.cited:
-                quote = claim.quotes[number]
-                if quote not in quotes.setdefault(number, []):
-                    quotes[number].append(quote)
+                index = claim.quotes[number]
+                if index not in quotes.setdefault(number, []):
+                    quotes[number].append(index)
         else:
             flagged.append(f"{claim.text} ({claim.reason})")
             if "number" not in claim.reason:  # keep the prose, uncited; drop invented figures
                 text_parts.append(claim.text)
     citations = [
-        Citation(marker=n, paper=by_number[n].paper, quote=" ".join(quotes[n][:2])) for n in sorted(quotes)
+        make_citation(n, by_number[n].paper, by_number[n].raw_sentences, quotes[n][:3]) for n in sorted(quotes)
     ]
     share = sum(c.supported for c in claims) / len(claims)
     return Verified(" ".join(text_parts), citations, claims, flagged, share)
@@ -194,7 +227,7 @@ def _named_papers(
         best = int(np.argmax(similarities))
         if similarities[best] >= threshold - 0.25:  # question-to-sentence similarity runs lower than claim-to-sentence
             claim.cited.append(number)
-            claim.quotes[number] = source.raw_sentences[best]
+            claim.quotes[number] = best
     if not claim.cited:
         return None
     titles = [f"{sources[n].paper.title} [{n}]" for n in claim.cited]
@@ -250,4 +283,4 @@ def _judge(
         kept = [max(support, key=lambda n: support[n][0])]
     claim.cited = kept
     claim.supported = True
-    claim.quotes = {n: sources[n].raw_sentences[support[n][1]] for n in kept}
+    claim.quotes = {n: support[n][1] for n in kept}

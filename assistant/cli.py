@@ -118,7 +118,8 @@ def _print_answer(answer: Any, out: Any = sys.stdout) -> None:
         for citation in answer.citations:
             paper = citation.paper
             print(f"  [{citation.marker}] {paper.title} ({paper.source} #{paper.ordinal})", file=out)
-            print(f'      "{clean_markup(citation.quote)}"', file=out)
+            passages = [span.text for span in citation.spans] or [citation.quote]
+            print("      " + " … ".join(f'"{clean_markup(text)}"' for text in passages), file=out)
     elif answer.refused or answer.retrieval_only:
         print("\nClosest papers:", file=out)
         for passage in answer.passages[:5]:

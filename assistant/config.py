@@ -72,8 +72,20 @@ class Settings(BaseSettings):
     max_question_tokens: int = Field(400, ge=16, le=8192, description="Longer questions are truncated.")
     support_threshold: float = Field(0.55, description="Similarity above which a source sentence supports a claim.")
     extractive_threshold: float = Field(
-        0.5, description="When the model declines but the best paper is this similar, answer from its sentences."
+        0.5,
+        description="When the model declines, answer from the abstract's sentences that say what was asked if the "
+        "best of them is this similar to the question.",
     )
+    subject_threshold: float = Field(
+        0.45,
+        description="A paper whose best sentence is this similar to the question is what it is about: a detail its "
+        "abstract does not give gets a near-miss reply naming that paper, else a plain refusal.",
+    )
+    topic_threshold: float = Field(
+        0.42, description="Topic questions list every candidate whose best sentence is this similar to the topic..."
+    )
+    topic_margin: float = Field(0.12, description="...and within this of the best candidate's.")
+    topic_candidates: int = Field(12, ge=1, le=100, description="Papers considered for a topic question's list.")
     history_turns: int = Field(6, ge=0, le=50, description="Earlier messages used to understand a follow-up.")
 
     # UI

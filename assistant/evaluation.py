@@ -34,13 +34,15 @@ QUESTIONS_PATH = PROJECT_ROOT / "eval" / "questions.jsonl"
 BASELINE_PATH = PROJECT_ROOT / "eval" / "baseline.json"
 REPORTS_DIR = PROJECT_ROOT / "eval" / "reports"
 
-TYPES = ("fact", "method", "paraphrase", "which_paper", "multi_paper", "unanswerable", "follow_up", "chinese")
+TYPES = ("fact", "method", "paraphrase", "which_paper", "multi_paper", "topic", "comparison", "unanswerable",
+         "near_miss", "follow_up", "chinese")
+UNANSWERABLE = ("unanswerable", "near_miss")  # no gold papers: the right outcome is a refusal
 TOP_K = 5  # hit@5 / recall@5 cut-off; also the number of papers retrieved in retrieval-only runs
 
 RETRIEVAL_METRICS = ("hit@1", "hit@5", "mrr", "recall@5")
 ANSWER_METRICS = (
     "gold_cited", "citation_precision", "citation_recall", "fact_recall",
-    "refusal_rate", "false_refusal_rate", "supported_share",
+    "refusal_rate", "false_refusal_rate", "supported_share", "near_miss_named",
 )
 # The regression gate looks only at metrics where higher is better. A rise in false refusals
 # shows up there too, as a drop in gold_cited / fact_recall.
@@ -81,8 +83,10 @@ def load_questions(path: Path | str = QUESTIONS_PATH) -> list[dict[str, Any]]:
             raise ValueError(f"{path}, line {number}: duplicate id {q['id']}")
         if not all(isinstance(g, dict) and {"source", "ordinal"} <= set(g) for g in q["gold"]):
             raise ValueError(f"{path}, line {number}: gold must be a list of {{source, ordinal}}")
-        if (q["type"] == "unanswerable") != (not q["gold"]):
-            raise ValueError(f"{path}, line {number}: exactly the unanswerable questions have no gold papers")
+        if (q["type"] in UNANSWERABLE) != (not q["gold"]):
+            raise ValueError(f"{path}, line {number}: exactly the unanswerable and near_miss questions have no gold papers")
+        if q["type"] == "near_miss" and not q.get("about"):
+            raise ValueError(f"{path}, line {number}: a near_miss question names the paper it is 'about'")
         seen.add(q["id"])
         questions.append(q)
     return questions
@@ -217,13 +221,31 @@ def percentile(values: Iterable[float | None], q: float) -> float | None:
     return kept[low] + (kept[high] - kept[low]) * (position - low)
 
 
+def quote_problems(citations: Sequence[dict[str, Any]], abstracts: dict[str, str]) -> int:
+    """Citation passages that are not a verbatim, contiguous passage of their abstract at their place."""
+    bad = 0
+    for c in citations:
+        abstract = abstracts.get(paper_key(c["source"], c["ordinal"]), "")
+        spans = c.get("spans") or []
+        if not spans:
+            bad += c.get("quote", "") not in abstract
+        bad += sum(abstract[s["start"]: s["end"]] != s["text"] or not s["text"] for s in spans)
+    return bad
+
+
+def has_sentinel(text: str) -> bool:
+    """Whether an answer shows a fragment of the refusal sentinel ("... [1]. Not_IN_SOURCES")."""
+    return re.search(r"not[_ ]in[_ ]sources", text, re.IGNORECASE) is not None
+
+
 def score_question(
     question: dict[str, Any], retrieved: Sequence[str], answer: dict[str, Any] | None = None
 ) -> dict[str, float | bool | None]:
     """All per-question scores. `answer` (full runs) has text, refused, cited, supported_share, failed.
 
     A refused, failed or errored answer states no facts and cites nothing; supported_share is
-    n/a for refusals (the verifier did not run).
+    n/a for refusals (the verifier did not run). For near-miss questions `near_miss_named` says
+    whether the refusal cites the paper the question is about (the honest "it does not give X").
     """
     gold = [paper_key(g["source"], g["ordinal"]) for g in question["gold"]]
     scores: dict[str, float | bool | None] = {
@@ -240,6 +262,10 @@ def score_question(
     scores["fact_recall"] = fact_recall(question["facts"], "" if silent else answer["text"])
     scores["refused"] = bool(answer["refused"])
     scores["supported_share"] = None if answer["refused"] else answer.get("supported_share")
+    about = [paper_key(g["source"], g["ordinal"]) for g in question.get("about", [])]
+    scores["near_miss_named"] = (
+        float(bool(answer["refused"]) and bool(set(about) & set(answer["cited"]))) if about else None
+    )
     return scores
 
 
@@ -309,13 +335,17 @@ def run_eval(
                 timings["wall"] = time.perf_counter() - started
                 citations = [
                     {"marker": c.marker, "source": c.paper.source, "ordinal": c.paper.ordinal,
-                     "title": c.paper.title, "quote": c.quote}
+                     "title": c.paper.title, "quote": c.quote,
+                     "spans": [{"start": s.start, "end": s.end, "text": s.text} for s in c.spans]}
                     for c in answer.citations
                 ]
+                abstracts = {paper_key(c.paper.source, c.paper.ordinal): c.paper.abstract for c in answer.citations}
                 result.update(
                     search_query=answer.search_query, retrieved=_retrieved(answer.passages), answer=answer.text,
-                    refused=answer.refused, llm_failed=answer.retrieval_only, citations=citations,
+                    refused=answer.refused, llm_failed=answer.retrieval_only, status=answer.status,
+                    intent=answer.intent, confidence=answer.confidence, citations=citations,
                     flagged=list(answer.flagged), notices=list(answer.notices), timings=_round(timings),
+                    bad_quotes=quote_problems(citations, abstracts), sentinel=has_sentinel(answer.text),
                 )
                 result["scores"] = score_question(question, [r["paper"] for r in result["retrieved"]], {
                     "text": answer.text, "refused": answer.refused, "failed": answer.retrieval_only,
@@ -328,7 +358,8 @@ def run_eval(
             failed = None if retrieval_only else {"text": "", "refused": False, "failed": True, "cited": []}
             result["scores"] = score_question(question, [], failed)
             if not retrieval_only:
-                result.update(answer="", refused=False, llm_failed=True, citations=[], flagged=[], notices=[])
+                result.update(answer="", refused=False, llm_failed=True, citations=[], flagged=[], notices=[],
+                              bad_quotes=0, sentinel=False)
         results.append(result)
         if progress:
             progress(done, len(questions))
@@ -343,8 +374,11 @@ def _row(results: Sequence[dict[str, Any]], full: bool) -> dict[str, Any]:
     for metric in RETRIEVAL_METRICS:
         row[metric] = mean(r["scores"].get(metric) for r in results)
     if full:
-        for metric in ("gold_cited", "citation_precision", "citation_recall", "fact_recall", "supported_share"):
+        for metric in ("gold_cited", "citation_precision", "citation_recall", "fact_recall", "supported_share",
+                       "near_miss_named"):
             row[metric] = mean(r["scores"].get(metric) for r in results)
+        row["bad_quotes"] = sum(int(r.get("bad_quotes", 0)) for r in results)
+        row["sentinel"] = sum(bool(r.get("sentinel")) for r in results)
         row["refusal_rate"], row["false_refusal_rate"] = refusal_rates(
             [bool(r.get("refused")) for r in results], [bool(r["gold"]) for r in results]
         )
@@ -390,7 +424,8 @@ _LABELS = {
     "n": "n", "hit@1": "hit@1", "hit@5": "hit@5", "mrr": "MRR", "recall@5": "recall@5",
     "gold_cited": "cited gold", "citation_precision": "cite prec", "citation_recall": "cite rec",
     "fact_recall": "facts", "refusal_rate": "refusal", "false_refusal_rate": "false ref",
-    "supported_share": "supported", "retrieve_p50": "retr p50 s", "retrieve_p95": "retr p95 s",
+    "supported_share": "supported", "near_miss_named": "near-miss named", "bad_quotes": "bad quotes",
+    "sentinel": "sentinel", "retrieve_p50": "retr p50 s", "retrieve_p95": "retr p95 s",
     "first_token_p50": "1st tok p50 s", "first_token_p95": "1st tok p95 s", "total_p50": "total p50 s",
     "total_p95": "total p95 s",
 }
@@ -410,7 +445,7 @@ def format_table(summary: dict[str, Any]) -> str:
     groups = [["n", *RETRIEVAL_METRICS, "retrieve_p50", "retrieve_p95"]]
     if full:
         groups.append(["n", "gold_cited", "citation_precision", "citation_recall", "fact_recall", "refusal_rate",
-                       "false_refusal_rate", "supported_share"])
+                       "false_refusal_rate", "supported_share", "near_miss_named", "bad_quotes", "sentinel"])
         groups.append(["n", "first_token_p50", "first_token_p95", "total_p50", "total_p95"])
     tables = []
     for columns in groups:
@@ -450,6 +485,31 @@ def _misses(results: Sequence[dict[str, Any]]) -> list[str]:
         if problems:
             lines.append(f"- **{r['id']}** ({r['type']}) {r['question'][:90]} — " + "; ".join(problems))
     return lines
+
+
+def coverage_curve(results: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
+    """Answered-precision against coverage as the answer threshold on `confidence` rises.
+
+    At threshold t a question counts as answered when the assistant answered it and its
+    confidence is at least t. Precision: answered questions that are answerable and cite a gold
+    paper, over all answered. Coverage: answerable questions answered with a gold citation, over
+    all answerable questions. Full runs only; an empty list otherwise.
+    """
+    rows = [r for r in results if "answer" in r and "error" not in r]
+    if not rows:
+        return []
+    answerable = [r for r in rows if r["gold"]]
+    points = []
+    for t in sorted({0.0, *(round(float(r.get("confidence", 0.0)), 2) for r in rows)}):
+        answered = [r for r in rows if not r.get("refused") and not r.get("llm_failed") and r.get("confidence", 0) >= t]
+        right = [r for r in answered if r["gold"] and r["scores"].get("gold_cited")]
+        points.append({
+            "threshold": t,
+            "answered": len(answered),
+            "precision": round(len(right) / len(answered), 4) if answered else 1.0,
+            "coverage": round(len(right) / len(answerable), 4) if answerable else 0.0,
+        })
+    return points
 
 
 def _plots(results: Sequence[dict[str, Any]], summary: dict[str, Any], folder: Path) -> list[Path]:
@@ -498,7 +558,37 @@ def _plots(results: Sequence[dict[str, Any]], summary: dict[str, Any], folder: P
     fig.savefig(path, dpi=110)
     plt.close(fig)
     written.append(path)
+
+    curve = coverage_curve(results)
+    if curve:
+        fig, ax = plt.subplots(figsize=(5.5, 4.2))
+        ax.plot([p["coverage"] for p in curve], [p["precision"] for p in curve], marker=".")
+        for p in curve[:: max(1, len(curve) // 8)]:
+            ax.annotate(f"{p['threshold']:.2f}", (p["coverage"], p["precision"]), fontsize=7)
+        ax.set_xlabel("coverage (answerable questions answered with a gold citation)")
+        ax.set_ylabel("answered precision")
+        ax.set_xlim(0, 1.02)
+        ax.set_ylim(0, 1.02)
+        ax.set_title("Precision against coverage over the answer threshold")
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        path = folder / "coverage.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
     return written
+
+
+def _curve_table(results: Sequence[dict[str, Any]]) -> list[str]:
+    curve = coverage_curve(results)
+    if not curve:
+        return []
+    lines = ["## Precision against coverage over the answer threshold", "",
+             "| threshold | answered | precision | coverage |", "|---:|---:|---:|---:|"]
+    step = max(1, len(curve) // 15)
+    for p in curve[::step] + ([curve[-1]] if (len(curve) - 1) % step else []):
+        lines.append(f"| {p['threshold']:.2f} | {p['answered']} | {p['precision']:.3f} | {p['coverage']:.3f} |")
+    return [*lines, ""]
 
 
 def write_report(results: Sequence[dict[str, Any]], summary: dict[str, Any], out_dir: Path | str = REPORTS_DIR) -> Path:
@@ -531,7 +621,9 @@ def write_report(results: Sequence[dict[str, Any]], summary: dict[str, Any], out
         "facts = share of the question's facts stated in the answer (number-aware); refusal = refusals on "
         "unanswerable questions; false ref = refusals on answerable ones; supported = share of answer sentences "
         "the verifier found supported (refusals n/a). Latencies in seconds. – = not applicable.",
-        "", "![per type](per_type.png) ![latency](latency.png)", "",
+        "", "![per type](per_type.png) ![latency](latency.png)"
+        + (" ![coverage](coverage.png)" if summary["mode"] == "full" else ""), "",
+        *_curve_table(results),
         f"## Questions with problems ({len(misses)})", "", *(misses or ["None."]), "",
     ]
     (folder / "summary.md").write_text("\n".join(body), encoding="utf-8")

@@ -60,7 +60,7 @@ def clean_markup(text: str) -> str:
 
 
 # Words that look like names but are not a paper's own method.
-_NOT_NAMES = {
+NOT_NAMES = {
     "LLM", "LLMs", "AI", "RL", "SOTA", "CNN", "CNNs", "KV", "GPU", "GPUs", "MoE", "ICL", "UQ",
     "We", "Our", "This", "The", "In", "To", "A", "An", "It", "However", "Transformer", "Transformers",
     "RAG", "MLLMs", "MLLM", "LVLMs", "LVLM", "DiTs", "DiT", "BGs", "TDD", "RLVR", "STEM", "ML", "NLP",
@@ -75,7 +75,7 @@ _NAME = re.compile(r"(?<![\w-])([A-Z][A-Za-z0-9^]*(?:-[A-Za-z0-9]+)*)(?![\w-])")
 
 
 def _looks_like_name(token: str) -> bool:
-    if token in _NOT_NAMES or len(token) < 2:
+    if token in NOT_NAMES or len(token) < 2:
         return False
     capitals = sum(c.isupper() for c in token)
     return capitals >= 2 or any(c.isdigit() for c in token) or "-" in token or token[1:].islower()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -42,18 +42,48 @@ class Passage:
 
 
 @dataclass(frozen=True)
+class Span:
+    """A contiguous passage of an abstract: sentences `first`..`last` (0-based, inclusive), which
+    are `paper.abstract[start:end]` verbatim (`text`)."""
+
+    first: int
+    last: int
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True)
 class Citation:
-    """A paper cited by the answer, with the verbatim sentence(s) of its abstract that support it."""
+    """A paper cited by the answer, with the verbatim passage(s) of its abstract that support it.
+
+    `spans` are contiguous passages of `paper.abstract`; sentences that are not adjacent are
+    separate spans. `quote` is their text, joined with " … " where there are several.
+    """
 
     marker: int
     paper: Paper
     quote: str
     support: float = 0.0
+    spans: tuple[Span, ...] = ()
+
+
+Status = Literal["answered", "not_in_abstracts", "llm_failed", "retrieval_only"]
 
 
 @dataclass
 class Answer:
-    """The final, verified answer returned by every interface (Python, CLI, UI, eval)."""
+    """The final, verified answer returned by every interface (Python, CLI, UI, eval).
+
+    `status` says what happened: "answered"; "not_in_abstracts" (the abstracts do not give the
+    answer: the text says so, and for a near miss what the closest abstract does say, cited);
+    "llm_failed" (the model could not answer: the passages are the retrieved papers);
+    "retrieval_only" (papers were asked for without an answer). `refused` is True exactly for
+    "not_in_abstracts" and `retrieval_only` for "llm_failed" and "retrieval_only".
+    `intent` is what the question was read as asking ("fact", "which_paper", "topic", "comparison");
+    `confidence` how closely the best evidence sentence matches the question (the figure the
+    decision thresholds act on).
+    """
 
     question: str
     text: str
@@ -65,6 +95,9 @@ class Answer:
     timings: dict[str, float] = field(default_factory=dict)
     search_query: str = ""
     retrieval_only: bool = False
+    status: Status = "answered"
+    intent: str = ""
+    confidence: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -207,10 +207,27 @@ def _meta(paper: Paper, extra: str = "") -> str:
     )
 
 
+def span_html(citation: Citation) -> tuple[str, str]:
+    """(the cited passages, the whole abstract with them highlighted), from the citation's spans:
+    the abstract is shown sentence by sentence and the cited sentences are marked, so nothing is
+    searched for again."""
+    sentences = [clean_markup(s) for s in split_sentences(citation.paper.abstract)]
+    marked = {i for span in citation.spans for i in range(span.first, span.last + 1)}
+    abstract_html = " ".join(f"<mark>{esc(s)}</mark>" if i in marked else esc(s) for i, s in enumerate(sentences))
+    pieces = []
+    for span in citation.spans:
+        lead = "… " if span.first > 0 else ""
+        tail = " …" if span.last < len(sentences) - 1 else ""
+        pieces.append(f"{lead}<mark>{esc(' '.join(sentences[span.first: span.last + 1]))}</mark>{tail}")
+    return " ".join(pieces), abstract_html
+
+
 def citation_card(citation: Citation, turn: int) -> str:
     paper = citation.paper
-    spans = locate_quote(paper, citation.quote)
-    if spans:
+    spans = [] if citation.spans else locate_quote(paper, citation.quote)
+    if citation.spans:
+        quote_html, abstract_html = span_html(citation)
+    elif spans:  # a citation made without spans: place its quote in the abstract
         quote_html = excerpt(paper.text, spans)
         abstract_html = highlight(paper.text, spans)
     else:  # cannot place it: show the quote as given, cleaned
@@ -308,7 +325,7 @@ def render_answer(answer: Answer, turn: int = 1) -> str:
     known = {c.marker for c in answer.citations}
     body = link_markers(esc(answer.text), turn, known)
     parts = [body]
-    if answer.refused and answer.passages:
+    if answer.refused and answer.passages and not answer.citations:
         parts.append('<div class="msg-note">The closest papers are listed beside the chat.</div>')
     for notice in answer.notices:
         parts.append(f'<div class="msg-note">{esc(notice)}</div>')
@@ -355,7 +372,8 @@ def sources_json(answer: Answer) -> list[dict[str, Any]]:
             for p in answer.passages[:3]
         ]
     return [
-        {"marker": c.marker, "title": c.paper.title, "source": c.paper.source, "ordinal": c.paper.ordinal, "quote": c.quote}
+        {"marker": c.marker, "title": c.paper.title, "source": c.paper.source, "ordinal": c.paper.ordinal, "quote": c.quote,
+         "spans": [{"start": s.start, "end": s.end, "text": s.text} for s in c.spans]}
         for c in sorted(answer.citations, key=lambda c: c.marker)
     ]
 

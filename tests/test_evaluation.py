@@ -220,6 +220,8 @@ def test_full_answer_report_files(tmp_path: Path) -> None:
 
 def _assert_report(folder: Path, results: list[dict]) -> None:
     expected = {"results.jsonl", "summary.json", "summary.md", "per_type.png", "latency.png"}
+    if any("answer" in r for r in results):
+        expected.add("coverage.png")  # full runs: precision against coverage over the answer threshold
     assert {p.name for p in folder.iterdir()} == expected
     lines = (folder / "results.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["id"] for line in lines] == [r["id"] for r in results]
@@ -230,6 +232,50 @@ def _assert_report(folder: Path, results: list[dict]) -> None:
     for name in ("per_type.png", "latency.png"):
         data = (folder / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+
+
+def test_coverage_curve_trades_precision_for_coverage_as_the_threshold_rises() -> None:
+    results = hand_built_full_results()
+    for result, confidence in zip(results, (0.9, 0.7, 0.3, 0.5)):
+        result["confidence"] = confidence
+    curve = ev.coverage_curve(results)
+    assert [p["threshold"] for p in curve] == [0.0, 0.3, 0.5, 0.7, 0.9]
+    at = {p["threshold"]: p for p in curve}
+    # Everything answered: the fact, the multi-paper and the wrongly answered unanswerable one.
+    assert at[0.0]["answered"] == 3 and at[0.0]["precision"] == pytest.approx(2 / 3, abs=1e-3) and at[0.0]["coverage"] == 1.0
+    # Above the wrong answer's confidence only right answers remain.
+    assert at[0.7]["answered"] == 2 and at[0.7]["precision"] == 1.0 and at[0.7]["coverage"] == 1.0
+    assert at[0.9]["answered"] == 1 and at[0.9]["coverage"] == 0.5
+    retrieval_only = [{k: v for k, v in r.items() if k != "answer"} for r in results]
+    assert ev.coverage_curve(retrieval_only) == []
+
+
+def test_a_quote_that_is_not_a_contiguous_passage_of_its_abstract_is_counted() -> None:
+    abstract = "First sentence. Second sentence. Third sentence."
+    abstracts = {"f.txt#1": abstract}
+    good = {"source": "f.txt", "ordinal": 1, "quote": "Second sentence.",
+            "spans": [{"start": 16, "end": 32, "text": "Second sentence."}]}
+    glued = {"source": "f.txt", "ordinal": 1, "quote": "First sentence. Third sentence.", "spans": []}
+    misplaced = {"source": "f.txt", "ordinal": 1, "quote": "Third sentence.",
+                 "spans": [{"start": 0, "end": 15, "text": "Third sentence."}]}
+    assert ev.quote_problems([good], abstracts) == 0
+    assert ev.quote_problems([glued], abstracts) == 1
+    assert ev.quote_problems([misplaced], abstracts) == 1
+
+
+def test_sentinel_fragments_are_detected_in_any_case() -> None:
+    assert ev.has_sentinel("Vegas is fast [1]. Not_IN_SOURCES")
+    assert ev.has_sentinel("not in sources")
+    assert not ev.has_sentinel("Vegas is fast [1].")
+
+
+def test_a_near_miss_refusal_counts_as_named_only_when_it_cites_the_paper_asked_about() -> None:
+    q = {**_question("n1", "near_miss", [], []), "about": [{"source": "file.txt", "ordinal": 1}]}
+    named = score_question(q, [A], {"text": "The A abstract [1] does not give X.", "refused": True, "cited": [A]})
+    vague = score_question(q, [A], {"text": "The abstracts do not contain it.", "refused": True, "cited": []})
+    answered = score_question(q, [A], {"text": "It uses 8 GPUs [1].", "refused": False, "cited": [A]})
+    assert named["near_miss_named"] == 1.0 and vague["near_miss_named"] == 0.0 and answered["near_miss_named"] == 0.0
+    assert named["refused"] and not answered["refused"]
 
 
 # -- the regression gate ---------------------------------------------------------------------

@@ -483,9 +483,11 @@ def test_ask_api_returns_text_and_sources(
     text, sources = controller.ask_api(VEGAS_QUESTION)
     assert text == VEGAS_VERIFIED
     vegas = paper_titled(assistant, "Vegas")
+    quote = sentence_with(vegas, "speedup in decoding throughput")
+    start = vegas.abstract.index(quote)
     assert sources == [
-        {"marker": 1, "title": "Vegas", "source": vegas.source, "ordinal": vegas.ordinal,
-         "quote": sentence_with(vegas, "speedup in decoding throughput")}
+        {"marker": 1, "title": "Vegas", "source": vegas.source, "ordinal": vegas.ordinal, "quote": quote,
+         "spans": [{"start": start, "end": start + len(quote), "text": quote}]}
     ]
     with pytest.raises(gr.Error, match="The question is empty"):
         controller.ask_api("   ")

@@ -1,0 +1,522 @@
+"""Decide: between retrieval and the answer, what the evidence supports.
+
+Retrieval finds papers; this stage decides what to do with them, from evidence at the level
+of sentences:
+- it reads what the question asks for (`Intent`: a fact, which paper, every paper on a topic,
+  a comparison; and the asked slot: a number, a count, a dataset, a baseline, a name, yes/no,
+  a mechanism) and the asked-for thing in the question's own words (the focus: "batch size");
+- it scores every sentence of the retrieved abstracts against the question (`Evidence`, with
+  stable ids `<paper id>:<sentence index>`);
+- before the model is called it decides: refuse (nothing relevant), a near miss (the paper is
+  found but its abstract does not give the asked detail: say what it does say, cited), a topic
+  list (every candidate paper whose own sentence supports the topic), or answer from chosen
+  sentences;
+- after the model drafts it checks that the answer carries the asked slot (a number for "how
+  many"), so that a sentence about the thing without the figure is never presented as the answer.
+
+Hand-written: no library reads the asked slot of a question. The rules are generic English
+question forms ("how many", "which dataset", "compared with what") and a small table of how
+measurements are worded; none of them names a paper or a question of the evaluation set.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import Stemmer
+
+from .cite import Source, has_number, numbers_in, sentence_pairs
+from .load import NOT_NAMES
+from .types import Paper, Passage
+
+Encode = Callable[[list[str]], np.ndarray]
+Kind = Literal["fact", "which_paper", "topic", "comparison"]
+Slot = Literal["number", "count", "dataset", "baseline", "name", "yes_no", "mechanism", "paper", "papers", "other"]
+Action = Literal["answer", "near_miss", "refuse", "list"]
+
+_STEM = Stemmer.Stemmer("english")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9^]*(?:[-'][A-Za-z0-9]+)*")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+# Function words, question words and the generic vocabulary of questions about papers: never a
+# name and never what a question asks for.
+STOPWORDS = frozenset(
+    """a an the and or but if then than so of in on at to for from by with without within into onto over under
+    about above below between through during after before as per via vs versus up down out off again also just only
+    very really quite more most less least much many few some any all each every both either neither no not nor
+    is are was were be been being am do does did doing done have has had having can could will would shall should
+    may might must need needs i me my we our us you your he she it its they them their this that these those there
+    here what which who whom whose when where why how whether one ones thing things something anything stuff
+    paper papers work works study studies article articles authors author researchers method methods approach
+    approaches technique techniques model models framework system proposed propose proposes new novel use used
+    using uses get got gets give gives given report reports reported show shows shown find found finds say says
+    said tell explain describe remember read recall think know like kind sort type way exactly roughly approximately
+    around actual actually main key specific particular overall please thanks hi hey ok okay basically anyone
+    someone collection corpus conference icml abstract abstracts mention mentioned mentions state stated achieve
+    achieves achieved reach reaches reached reaching obtain obtains obtained""".split()
+)
+# A measured quantity and the words abstracts use for it: "how much faster" is answered by a
+# "speedup" or an "×", "how much memory" by "memory" or "GB". A generic table of measurement
+# vocabulary, not of any paper.
+MEASURES: dict[str, tuple[str, ...]] = {
+    "fast": ("speedup", "speed", "faster", "throughput", "latency", "×", "accelerat", "time", "wall-clock", "efficien"),
+    "speed": ("speedup", "speed", "faster", "throughput", "latency", "×", "accelerat"),
+    "slow": ("latency", "overhead", "slower", "time"),
+    "quick": ("speedup", "faster", "time", "latency"),
+    "cheap": ("cost", "cheaper", "efficien", "saving", "budget", "reduc", "fewer"),
+    "cost": ("cost", "cheaper", "budget", "saving", "expens", "reduc"),
+    "save": ("saving", "reduc", "lower", "cost", "fewer", "less"),
+    "small": ("reduc", "smaller", "fewer", "compress", "parameter", "size", "memory", "lower"),
+    "big": ("parameter", "size", "larger", "scale", "billion", "million"),
+    "larg": ("parameter", "size", "larger", "scale", "billion", "million", "length", "long"),
+    "long": ("length", "long", "context", "token", "time", "horizon"),
+    "memori": ("memory", "gb", "activation", "footprint"),
+    "better": ("outperform", "improv", "better", "gain", "surpass", "exceed", "higher", "state-of-the-art", "sota"),
+    "good": ("outperform", "improv", "better", "gain", "accuracy", "perform"),
+    "accur": ("accuracy", "accurate", "error", "correct", "auroc", "f1", "score"),
+    "improv": ("improv", "gain", "outperform", "better", "increas", "boost", "higher", "reduc"),
+    "gain": ("improv", "gain", "outperform", "better", "increas", "boost"),
+    "reduc": ("reduc", "lower", "fewer", "less", "decreas", "cut", "sav", "compress"),
+    "lower": ("reduc", "lower", "fewer", "less", "decreas"),
+    "cut": ("reduc", "lower", "fewer", "less", "decreas", "cut"),
+    "beat": ("outperform", "better", "surpass", "exceed", "over", "than", "improv"),
+    "outperform": ("outperform", "better", "surpass", "exceed", "over", "than", "improv"),
+    "perform": ("perform", "accuracy", "score", "outperform", "result"),
+    "error": ("error", "mae", "rmse", "loss", "accuracy"),
+    "score": ("score", "accuracy", "auroc", "f1", "metric", "rate"),
+    "speedup": ("speedup", "faster", "×", "throughput", "latency", "accelerat"),
+    "higher": ("higher", "improv", "increas", "better", "outperform", "gain", "more", "boost"),
+    "more": ("more", "higher", "improv", "increas", "better", "gain"),
+    "less": ("less", "lower", "fewer", "reduc", "decreas"),
+    "worse": ("worse", "lower", "degrad", "drop", "fail"),
+    "faster": ("speedup", "faster", "speed", "throughput", "latency", "×", "accelerat", "time"),
+    "effici": ("efficien", "speedup", "faster", "cost", "memory", "throughput", "fewer"),
+    "scale": ("scale", "size", "parameter", "billion", "million", "famil", r"re:\b\d+(?:\.\d+)?\s?[mbk]\b"),
+    "size": ("size", "parameter", "billion", "million", r"re:\b\d+(?:\.\d+)?\s?[mbk]\b"),
+}
+_MEASURE_FAMILIES = {_STEM.stemWord(k): v for k, v in MEASURES.items()}
+_COUNT_WORDS = ("two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "twelve", "dozen",
+                "hundred", "thousand", "million", "billion", "single", "several", "multiple", "both")
+_COMPARISON_WORDS = re.compile(
+    r"\b(?:than|over|outperform\w*|surpass\w*|compared|comparison|relative to|against|baselines?|beats?|"
+    r"exceed\w*|versus|vs\.?|state-of-the-art|sota|prior|previous|existing|improv\w*)\b", re.IGNORECASE)
+_DATASET_WORDS = re.compile(r"\b(?:datasets?|benchmarks?|corpus|corpora|suites?|tasks?|data)\b", re.IGNORECASE)
+
+
+def sanitize(question: str) -> str:
+    """The question as words: HTML tags, terminal colour codes and control characters removed."""
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", " ", question)  # ANSI escape sequences ("\x1b[31m")
+    text = re.sub(r"\[[0-9;]{1,8}m", " ", text)  # the same with the escape character lost
+    text = re.sub(r"<[^<>]{1,200}>", " ", text)  # HTML tags
+    text = html.unescape(text)
+    text = "".join(c if c.isprintable() or c in "\n\t" else " " for c in text)
+    return re.sub(r"[ \t]+", " ", text).strip()
+
+
+def stems(text: str) -> list[str]:
+    """Stems of the content words of `text` (stop words left out), in order; a hyphenated word
+    also gives its parts ("cross-dataset": "cross-dataset", "cross", "dataset")."""
+    words = []
+    for word in _WORD.findall(text):
+        word = word.lower()
+        words.append(word)
+        if "-" in word:
+            words.extend(part for part in word.split("-") if part)
+    return [s for w, s in zip(words, _STEM.stemWords(words)) if w not in STOPWORDS and len(w) > 1]
+
+
+# -- what the question asks for ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What a question asks for: its kind, the asked slot, and the asked-for thing in its words."""
+
+    kind: Kind
+    slot: Slot
+    focus: str = ""
+    topic: str = ""  # topic questions: the topic without the "which papers are about" frame
+
+
+_TOPIC = re.compile(
+    r"\b(?:which|what|any|list|show|find|name|are there|all|other|some|several)\s+(?:[\w-]+\s+){0,2}?"
+    r"(?:papers|works|studies|articles|methods|approaches|publications)\b"
+    r"|\b(?:papers|studies|articles|publications)\s+(?:on|about|that|which|dealing|looking|related|in|address\w*|"
+    r"tackl\w*|use|using|with)\b",
+    re.IGNORECASE,
+)
+_TOPIC_FRAME = re.compile(
+    r"^.*?\b(?:papers|works|studies|articles|methods|approaches|publications|research)\b"
+    r"(?:\s+(?:in|of)\s+(?:this|the)\s+(?:collection|corpus|conference|list))?"
+    r"(?:\s+(?:are|is|were|that|which|do|does))*\s*(?:about|on|related to|dealing with|deal with|address(?:es)?|"
+    r"look(?:s|ing)? at|study|studies|tackle|tackles|focus(?:es)? on|work on|use|using|apply|applying|propose|"
+    r"in|with|for|concern(?:ing)?|regarding|covering|cover)?\s*",
+    re.IGNORECASE,
+)
+_COMPARE = re.compile(
+    r"\b(?:differ|differs|difference|differences|different from|contrast|versus|vs\.?|similarities|in common)\b"
+    r"|^\s*compare\b|\bcompar\w* between\b|\bhow do\b.+\band\b.+\b(?:relate|compare)\b",
+    re.IGNORECASE,
+)
+_WHICH_PAPER = re.compile(
+    r"\b(?:which|what)\s+(?:paper|work|study|article)\b(?!s)"
+    r"|\bwhich\s+(?:method|one|approach|model|technique|framework|system)\b(?!s)"
+    r"|\b(?:is|was)\s+there\s+(?:a|any|some)?\s*(?:paper|work|method|study|research)\b"
+    r"|\bwhich one\b|\bwhat(?:'s| is| was) (?:it|that|the (?:paper|method)) called\b|\bname of (?:the|that) "
+    r"(?:paper|method)\b|\bany (?:paper|work|study)\b|\bi (?:remember|recall|read|saw)\b.*\b(?:paper|one)\b",
+    re.IGNORECASE,
+)
+_YES_NO = re.compile(r"^(?:does|do|did|is|are|was|were|can|could|has|have|had|will|would|should)\b", re.IGNORECASE)
+_MECHANISM = re.compile(r"\b(?:how (?:does|do|did|is|are|was|were|can)|why|what does .+ do\b|what is the idea|explain|"
+                        r"in what way|what (?:is|are) the (?:main )?(?:idea|components?|mechanisms?|steps?|insight))",
+                        re.IGNORECASE)
+_NOT_AUX = r"(?!(?:does|do|did|is|are|was|were)\b)"
+_NUMBER_Q = re.compile(
+    r"\bhow (?:much|large|big|fast|long|far|often|high|low|small|many times|accurate|well)\b|\bby how much\b|"
+    r"\bwhat (?:percentage|percent|fraction|proportion|share|ratio|factor|speed-?up|accuracy|score|rate|value|number)\b|"
+    r"\bto what (?:extent|degree)\b|\bwhat is the (?:size|speed-?up|accuracy|score|rate|error|gain|improvement)\b",
+    re.IGNORECASE,
+)
+_MEASURE_NOUNS = re.compile(
+    r"\b(?:speed-?ups?|accuracy|auroc|auc|f1|score|scores|rate|error|errors|gain|gains|improvement|reduction|"
+    r"percentage|latency|throughput|memory|cost|size|length|ratio|regret|bound|parameters?|iou|dice|bleu|"
+    r"perplexity|return|reward|win rate|success rate|times|factor)\b",
+    re.IGNORECASE,
+)
+_DATASET_Q = re.compile(r"\b(?:which|what|on what|on which|name the)\s+(?:\w+\s+)?(?:datasets?|benchmarks?|data|corpora|"
+                        r"corpus|tasks?|environments?|domains?)\b", re.IGNORECASE)
+_BASELINE_Q = re.compile(
+    r"\b(?:compared (?:to|with) what|against (?:what|which|whom)|over what|than what|which baselines?|"
+    r"what baselines?|what (?:does it|do they) (?:beat|outperform|compare)|(?:beat|outperform)s? (?:what|which)|"
+    r"relative to what|what .{0,30}(?:compare|compared) (?:to|with|against)|which (?:existing )?(?:approaches|methods) "
+    r"does it (?:position|compare))", re.IGNORECASE)
+_NAME_Q = re.compile(r"\bwhat(?:'s| is| was| are) (?:it|its|the method|the model|the approach|that|this) (?:called|named)"
+                     r"|\b(?:name|acronym) of\b|\bwhat (?:is|was) the name\b", re.IGNORECASE)
+_FOCUS_AFTER = re.compile(
+    r"\b(?:what|which)\s+((?:[\w-]+\s+){0,3}?[\w-]+)\s+(?:does|do|did|is|are|was|were|has|have|had|can|could|would|"
+    r"will|should)\b", re.IGNORECASE)
+_FOCUS_OF = re.compile(r"\bwhat(?:'s| is| was| are| were)\s+(?:the\s+)?((?:[\w-]+\s+){0,3}?[\w-]+)\s+"
+                       r"(?:of|for|in|on|that|used|they|it|when|does|do|did|at|with|between|per)\b", re.IGNORECASE)
+_HOW_MANY = re.compile(r"\bhow many\s+((?:[\w-]+\s+){0,2}?[\w-]+)(?=\s+(?:does|do|did|is|are|was|were|were|has|have|"
+                       r"had|can|could|in|of|for|on|they|it|the|were|did)\b|[?.!,]|$)", re.IGNORECASE)
+_HOW_MUCH = re.compile(r"\bhow (much|many times)\s+(?:(more|less|better|worse)\s+)?(%s[\w-]+(?: %s[\w-]+)?)?"
+                       % (_NOT_AUX, _NOT_AUX), re.IGNORECASE)
+_HOW_ADJ = re.compile(r"\bhow (large|big|fast|long|far|often|high|low|small|accurate|well|quickly|good)\b", re.IGNORECASE)
+_BY_HOW_MUCH = re.compile(r"\b([\w-]+)\s+(?:\w+\s+){0,4}?by how much\b|\bby how much\s+(?:\w+\s+){0,3}?([\w-]+)",
+                          re.IGNORECASE)
+
+
+# Words that qualify what is asked without being it: "the largest number of", "the average".
+_QUALIFIERS = frozenset(
+    """number amount value values range level degree largest smallest highest lowest best worst biggest maximum
+    minimum max min average mean median total exact final typical overall reported main kind type sort
+    first last top whole entire much""".split()
+)
+
+
+def _clean_focus(phrase: str) -> str:
+    words = [w for w in re.findall(r"[\w-]+", phrase) if w.lower() not in STOPWORDS | _QUALIFIERS]
+    return " ".join(words)
+
+
+def read_question(question: str) -> Intent:
+    """The kind of question, its asked slot and focus (English; callers pass the English query)."""
+    q = " ".join(question.split())
+    opening = _WHICH_PAPER.match(q.lower().lstrip("¿ "))
+    if _COMPARE.search(q) and not _TOPIC.search(q) and not opening:
+        return Intent("comparison", "mechanism", _clean_focus(q))
+    if _TOPIC.search(q) and not re.search(r"\bwhich (?:paper|one)\b", q, re.IGNORECASE):
+        topic = _TOPIC_FRAME.sub("", q, count=1).strip(" ?.!") if _TOPIC_FRAME.match(q) else q
+        return Intent("topic", "papers", "", topic or q)
+    which = bool(_WHICH_PAPER.search(q))
+    slot: Slot
+    if _BASELINE_Q.search(q):
+        slot = "baseline"
+    elif re.search(r"\bhow many\b|\bnumber of\b", q, re.IGNORECASE) and not re.search(r"how many times", q, re.I):
+        slot = "count"
+    elif _DATASET_Q.search(q):
+        slot = "dataset"
+    elif _NAME_Q.search(q):
+        slot = "name"
+    elif _NUMBER_Q.search(q) or re.search(r"\bwhat(?:'s| is| was| are| were)? (?:the )?(?:%s[\w-]+ ){0,3}?%s"
+                                          % (_NOT_AUX, _MEASURE_NOUNS.pattern), q, re.IGNORECASE):
+        slot = "number"
+    elif _YES_NO.match(q) or re.search(r"[.?!]\s*(?:does|do|did|is|are|was|were|can)\b", q, re.IGNORECASE):
+        slot = "yes_no" if not which else "paper"
+    elif _MECHANISM.search(q):
+        slot = "mechanism"
+    else:
+        slot = "paper" if which else "other"
+    return Intent("which_paper" if which and slot in ("paper", "other", "mechanism") else "fact", slot, _focus(q, slot))
+
+
+def _focus(q: str, slot: Slot) -> str:
+    """The asked-for thing in the question's words ("batch size", "GPUs", "faster"), or ""."""
+    for sentence in reversed(re.split(r"(?<=[.?!])\s+", q)):  # the question is usually last
+        candidates: list[str] = []
+        if slot == "count":
+            candidates += [m.group(1) for m in _HOW_MANY.finditer(sentence)]
+        for m in _HOW_MUCH.finditer(sentence):
+            candidates.append(" ".join(g for g in m.groups()[1:] if g))
+        candidates += [m.group(1) for m in _HOW_ADJ.finditer(sentence)]
+        for m in _BY_HOW_MUCH.finditer(sentence):
+            candidates.append(m.group(1) or m.group(2) or "")
+        candidates += [m.group(1) for m in _FOCUS_AFTER.finditer(sentence)]
+        candidates += [m.group(1) for m in _FOCUS_OF.finditer(sentence)]
+        for candidate in candidates:
+            focus = _clean_focus(candidate)
+            if focus:
+                return focus
+    return ""
+
+
+_ADJECTIVES = frozenset("large big fast long far often high low small accurate well quickly good".split())
+_SLOT_PHRASES = {
+    "number": "give that figure", "count": "give that count", "dataset": "say which datasets are used",
+    "baseline": "say what it is compared against", "name": "give that name",
+}
+
+
+def asked_for(intent: Intent) -> str:
+    """What an abstract that cannot answer does not do, in words ("give the batch size")."""
+    focus = intent.focus
+    if focus.lower() in _ADJECTIVES:
+        return f"say how {focus}"
+    if focus and " " not in focus and focus.lower().endswith("er") and _STEM.stemWord(focus.lower()) in _MEASURE_FAMILIES:
+        return f"say how much {focus}"  # "faster", "higher"
+    if focus and intent.slot == "count":
+        return f"give the number of {focus}"
+    if focus:
+        return f"give the {focus}"
+    return _SLOT_PHRASES.get(intent.slot, "answer that question")
+
+
+# -- evidence ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One sentence of an abstract scored against the question; `id` is stable across runs."""
+
+    id: str
+    paper: Paper
+    index: int
+    raw: str
+    clean: str
+    score: float
+
+
+@dataclass
+class Sentences:
+    """An abstract split into sentences (verbatim and cleaned, aligned), with their vectors."""
+
+    paper: Paper
+    raw: list[str]
+    clean: list[str]
+    vectors: np.ndarray
+    stems: list[set[str]] = field(default_factory=list)
+    all_stems: set[str] = field(default_factory=set)
+
+
+class SentenceBank:
+    """Sentences of every paper the assistant has looked at, embedded once and kept."""
+
+    def __init__(self, encode: Encode) -> None:
+        self.encode = encode
+        self._cache: dict[str, Sentences] = {}
+
+    def get(self, paper: Paper) -> Sentences:
+        cached = self._cache.get(paper.id)
+        if cached is None:
+            self.warm([paper])
+            cached = self._cache[paper.id]
+        return cached
+
+    def warm(self, papers: Sequence[Paper]) -> None:
+        """Embed the sentences of the papers not seen yet, in one batch."""
+        todo = [p for p in dict.fromkeys(papers) if p.id not in self._cache]
+        if not todo:
+            return
+        pairs = [sentence_pairs(p) for p in todo]
+        vectors = self.encode([s for _, clean in pairs for s in clean])
+        at = 0
+        for paper, (raw, clean) in zip(todo, pairs):
+            sentence_stems = [set(stems(s)) for s in clean]
+            self._cache[paper.id] = Sentences(
+                paper, raw, clean, vectors[at: at + len(clean)], sentence_stems, set().union(*sentence_stems)
+            )
+            at += len(clean)
+
+
+def score_sentences(sentences: Sentences, query_vector: np.ndarray, question_stems: set[str]) -> list[Evidence]:
+    """Every sentence of one abstract as evidence: embedding similarity plus shared content words."""
+    similarity = sentences.vectors @ query_vector
+    out = []
+    for i, (raw, clean) in enumerate(zip(sentences.raw, sentences.clean)):
+        overlap = len(question_stems & sentences.stems[i]) / len(question_stems) if question_stems else 0.0
+        out.append(Evidence(f"{sentences.paper.id}:{i}", sentences.paper, i, raw, clean,
+                            round(float(similarity[i]) + LEXICAL_WEIGHT * overlap, 4)))
+    return out
+
+
+LEXICAL_WEIGHT = 0.2  # shared content words add up to this to a sentence's cosine similarity
+
+
+def best(evidence: Sequence[Evidence], n: int) -> list[Evidence]:
+    """The n best sentences, best first."""
+    return sorted(evidence, key=lambda e: -e.score)[:n]
+
+
+# -- does the evidence hold what is asked for ----------------------------------------------------
+
+
+def has_slot(slot: Slot, text: str) -> bool:
+    """Whether a sentence (or an answer) could carry the asked slot at all."""
+    if slot == "number":
+        return bool(numbers_in(text)) or bool(re.search(r"\d|×|%", text))
+    if slot == "count":
+        return bool(re.search(r"\d", text)) or bool(re.search(r"\b(?:%s)\b" % "|".join(_COUNT_WORDS), text, re.I))
+    if slot == "baseline":
+        return bool(_COMPARISON_WORDS.search(text))
+    if slot == "dataset":
+        return bool(_DATASET_WORDS.search(text)) or bool(re.search(r"\b[A-Z][A-Za-z0-9]*[A-Z0-9][A-Za-z0-9-]*\b", text))
+    return True
+
+
+# Words that name a kind of measurement rather than what is measured: "regret rate" asks for the
+# regret, "simulation data" for the simulations. They count only when nothing else is asked.
+_GENERIC_ATTRIBUTES = frozenset(_STEM.stemWords(
+    "rate rates ratio score scores size sizes data results result performance time times setting settings".split()
+))
+
+
+def focus_terms(focus: str) -> list[str]:
+    """The stems of the focus that must be found (measurement words stand for their family)."""
+    terms = list(dict.fromkeys(stems(focus)))
+    specific = [t for t in terms if t not in _GENERIC_ATTRIBUTES]
+    return specific or terms
+
+
+def covered(term: str, sentence_stems: set[str], text: str) -> bool:
+    """Whether one focus stem is said by a sentence: the word itself, or its measurement family."""
+    if term in sentence_stems:
+        return True
+    family = _MEASURE_FAMILIES.get(term)
+    if family:
+        lowered = text.lower()
+        return any(re.search(word[3:], lowered) if word.startswith("re:") else word in lowered for word in family)
+    # A plural or a compound written differently ("GPUs" / "GPU", "pre-training" / "pretraining").
+    return any(s.startswith(term) or term.startswith(s) for s in sentence_stems if min(len(s), len(term)) >= 4)
+
+
+def focus_sentences(intent: Intent, sentences: Sentences) -> list[int]:
+    """Indices of the sentences that say the focus (every focus stem) and can carry the slot."""
+    terms = focus_terms(intent.focus)
+    found = []
+    for i, clean in enumerate(sentences.clean):
+        if terms and not all(covered(t, sentences.stems[i], clean) for t in terms):
+            continue
+        if has_slot(intent.slot, clean):
+            found.append(i)
+    return found
+
+
+def missing_focus(intent: Intent, sentences: Sentences) -> list[str]:
+    """Focus words the whole abstract never says (in any wording of their measurement family)."""
+    text = " ".join(sentences.clean)
+    return [t for t in focus_terms(intent.focus) if not covered(t, sentences.all_stems, text)]
+
+
+# -- names the question relies on ---------------------------------------------------------------
+
+_NAME_TOKEN = re.compile(r"(?<![A-Za-z0-9_-])([A-Za-z][A-Za-z0-9^.]*(?:-[A-Za-z0-9]+)*)(?![A-Za-z0-9_-])")
+
+
+def question_names(question: str) -> list[str]:
+    """Specific names a question relies on ("SGLang", "Llama-3", "TruthfulQA"), never question words.
+
+    A name has a capital inside it, a digit, or is capitalised in the middle of a sentence; the
+    first word of each sentence and common words are never names.
+    """
+    names = []
+    for sentence in re.split(r"(?<=[.?!:;])\s+|\n+", question):
+        for position, match in enumerate(_NAME_TOKEN.finditer(sentence)):
+            token = match.group(1).rstrip(".")
+            if not token or token.lower() in STOPWORDS or len(token) < 2:
+                continue
+            inner_capitals = sum(c.isupper() for c in token[1:])
+            digit = any(c.isdigit() for c in token) and any(c.isalpha() for c in token)
+            capitalised = token[0].isupper() and position > 0
+            if inner_capitals or digit or (capitalised and token.lower() not in _COMMON_CAPITALISED):
+                names.append(token)
+    return list(dict.fromkeys(names))
+
+
+# Words users capitalise mid-sentence that are not names of anything in an abstract.
+_COMMON_CAPITALISED = frozenset({"i", "english", "chinese", "please", "thanks", "ok", "ai", "llm", "llms", "gpu", "gpus"})
+
+
+def mentioned(term: str, haystack: str) -> bool:
+    """Whether a name or number appears in `haystack` (lower-case text), acronyms spelled out too."""
+    if any(c.isdigit() for c in term) and not any(c.isalpha() for c in term):
+        return has_number(haystack, term)
+    lowered = term.lower().replace("^", "")
+    if lowered in haystack or lowered.rstrip("s") in haystack:
+        return True
+    letters = term[:-1] if term.endswith("s") and term[:-1].isupper() else term
+    if letters.isupper() and 2 <= len(letters) <= 6:  # "LLM" -> "large language models"
+        spelled = r"[\s-]+".join(rf"{re.escape(c.lower())}\w*" for c in letters)
+        return re.search(rf"\b{spelled}", haystack) is not None
+    return False
+
+
+def unknown_specifics(question: str, texts: Sequence[str]) -> list[str]:
+    """Names and numbers of `question` that appear in none of `texts` (case-insensitive)."""
+    haystack = " ".join(texts).lower().replace("^", "").replace(",", "")
+    names = [t for t in question_names(question) if not mentioned(t, haystack)]
+    return names + [n for n in sorted(numbers_in(question)) if not has_number(haystack, n)]
+
+
+# -- the decision --------------------------------------------------------------------------------
+
+
+@dataclass
+class Decision:
+    """What to do with a question, made on the numbered sources and their scored sentences."""
+
+    action: Action
+    intent: Intent
+    sources: list[Source]
+    evidence: dict[int, list[Evidence]]  # source number -> every sentence of its abstract, scored
+    subject: Source | None = None  # the paper the question is about (named, or the closest)
+    missing: str = ""  # near misses: what the abstract does not give, in the question's words
+    notices: list[str] = field(default_factory=list)
+    confidence: float = 0.0  # the best evidence sentence's score
+
+
+def named_papers(question: str, passages: Sequence[Passage]) -> list[Passage]:
+    """Passages whose paper the question names: by its title ("What batch size does Vegas use?") or
+    by a name only its abstract uses ("the Robin model"), the most clearly named first."""
+    lowered = question.lower()
+    names = question_names(question)
+    texts = {p.paper.id: p.paper.text.lower() for p in passages}
+    scores: dict[str, float] = {}
+    for passage in passages:
+        title = passage.paper.title.lower()
+        score = 0.0
+        if len(title) >= 2 and "…" not in title and re.search(rf"(?<![\w-]){re.escape(title)}(?![\w-])", lowered):
+            score += 2
+        for name in names:
+            if name in NOT_NAMES or name.rstrip("s") in NOT_NAMES:
+                continue  # "GPU", "LLM": common to many abstracts, they name no paper
+            holders = [pid for pid, text in texts.items() if mentioned(name, text)]
+            if passage.paper.id in holders and len(holders) == 1:
+                score += 1  # a name only this abstract uses
+        if score:
+            scores[passage.paper.id] = score
+    return sorted((p for p in passages if p.paper.id in scores), key=lambda p: -scores[p.paper.id])
