@@ -11,6 +11,7 @@ local model answers best from, and what keeps its time to first token short.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -263,18 +264,33 @@ class AnswerEngine:
             return
 
         prompt_question = question if not history else f"{answer.search_query}\n(The user asked: {question})"
+        context = self._context(sources, evidence, intent)
+        chosen: dict[int, list[int]] | None = None
         try:
-            messages = self._messages(prompt_question, self._context(sources, evidence, intent))
-            draft: list[str] = []
-            shown = 0  # tokens already yielded; a draft that may be the refusal sentinel is held back
             mark = time.perf_counter()
-            for delta in self.llm.stream_chat(messages, max_tokens=self.settings.max_answer_tokens):
-                if not draft:
-                    timings["first_token"] = time.perf_counter() - started
-                draft.append(delta)
-                if not REFUSAL_SENTINEL.startswith("".join(draft).strip().upper()):
-                    yield from draft[shown:]
-                    shown = len(draft)
+            if self.settings.answer_format == "quote_first":
+                reply: list[str] = []
+                field = _AnswerField()
+                for delta in self._quote_first(prompt_question, context):
+                    if not reply:
+                        timings["first_token"] = time.perf_counter() - started
+                    reply.append(delta)
+                    shown_text = field.feed(delta)
+                    if shown_text:
+                        yield shown_text
+                chosen, text = _parse_quote_first("".join(reply), field)
+            else:
+                draft: list[str] = []
+                shown = 0  # tokens already yielded; a draft that may be the refusal sentinel is held back
+                for delta in self.llm.stream_chat(self._messages(prompt_question, context),
+                                                  max_tokens=self.settings.max_answer_tokens):
+                    if not draft:
+                        timings["first_token"] = time.perf_counter() - started
+                    draft.append(delta)
+                    if not REFUSAL_SENTINEL.startswith("".join(draft).strip().upper()):
+                        yield from draft[shown:]
+                        shown = len(draft)
+                text = "".join(draft)
             timings["generate"] = time.perf_counter() - mark
         except LLMError as exc:
             answer.retrieval_only, answer.status = True, "llm_failed"
@@ -284,7 +300,7 @@ class AnswerEngine:
             yield answer
             return
 
-        final = self._after_draft(answer, "".join(draft), decision, passages, query_vector)
+        final = self._after_draft(answer, text, decision, passages, query_vector, chosen)
         timings["total"] = time.perf_counter() - started
         yield final
 
@@ -325,12 +341,44 @@ class AnswerEngine:
                 plan.notices.append(f"The {subject.paper.title} abstract does not {plan.missing}.")
         return plan
 
-    def _after_draft(self, answer: Answer, draft: str, plan: Decision, passages: list[Passage], query_vector: np.ndarray) -> Answer:
-        """Verify the draft's citations and check that it answers what was asked; else fall back."""
+    def _quote_first(self, question: str, context: list[tuple[Source, list[int]]]) -> Iterator[str]:
+        """The model picks the ids of the sentences that answer (grammar-constrained JSON), then writes."""
+        ids = [f"{source.number}.{i + 1}" for source, indices in context for i in indices]
+        blocks = [
+            f"[{source.number}] {source.paper.title}\n" + "\n".join(f"({source.number}.{i + 1}) {source.clean_sentences[i]}" for i in indices)
+            for source, indices in context if indices
+        ]
+        messages = [
+            {"role": "system", "content": self.prompts.system_quote_first.format()},
+            {"role": "user", "content": self.prompts.answer_quote_first.format(sentences="\n\n".join(blocks), question=question)},
+        ]
+        schema = {
+            "type": "object",
+            "properties": {
+                "evidence": {"type": "array", "items": {"type": "string", "enum": ids}, "maxItems": 3},
+                "answer": {"type": "string"},
+            },
+            "required": ["evidence", "answer"],
+            "additionalProperties": False,
+        }
+        yield from self.llm.stream_chat(messages, max_tokens=self.settings.max_answer_tokens,
+                                        response_format=self.llm.json_format(schema))
+
+    def _after_draft(
+        self, answer: Answer, draft: str, plan: Decision, passages: list[Passage], query_vector: np.ndarray,
+        chosen: dict[int, list[int]] | None = None,
+    ) -> Answer:
+        """Verify the draft's citations and check that it answers what was asked; else fall back.
+
+        `chosen` (quote-first replies) holds the sentences the model picked as evidence, by source
+        number: none picked means the model found no answer; those picked become the quotes.
+        """
         intent, sources = plan.intent, plan.sources
         text = draft.strip()
         first_sentence = re.split(r"(?<=[.!?。！？])\s", text, maxsplit=1)[0]
         declined = bool(_SENTINEL.match(text)) or not _SENTINEL.sub("", text).strip() or bool(_DECLINES.search(first_sentence))
+        if chosen is not None and not any(chosen.values()):
+            declined = True
         text = _SENTINEL.sub("", text).strip()  # a sentinel after an answer is a fragment, not a refusal
         known = " ".join(p.paper.text for p in passages)
         verified = None if declined else verify(
@@ -339,6 +387,14 @@ class AnswerEngine:
         answered = verified is not None and bool(verified.citations)
         if answered and intent.slot in ("number", "count") and not decide.has_slot(intent.slot, verified.text):
             answered = False  # "how many" answered without a number is not an answer
+        if answered and chosen:
+            # The model's own picks are the quotes where the verifier cites the same paper.
+            by_number = {s.number: s for s in sources}
+            verified.citations = [
+                make_citation(c.marker, c.paper, by_number[c.marker].raw_sentences, chosen[c.marker], c.support)
+                if chosen.get(c.marker) else c
+                for c in verified.citations
+            ]
         if answered:
             answer.text, answer.citations, answer.flagged = verified.text, verified.citations, verified.flagged
             answer.timings["supported_share"] = verified.supported_share
@@ -357,20 +413,27 @@ class AnswerEngine:
         return self._refusal(answer, passages)
 
     def _answering_sentences(self, plan: Decision) -> tuple[Source, list[int]] | None:
-        """The subject's sentences that say what was asked, when they are close enough to answer from."""
+        """Sentences that answer the question on their own, for when the model declined.
+
+        A which-paper question is answered by the paper's closest sentence; a question whose asked
+        slot can be checked (a number, a count, a dataset, a baseline, a name) by the sentences that
+        say its focus and carry that slot. Anything else the model declined stays unanswered: a
+        sentence merely near the question is not an answer to it.
+        """
         intent = plan.intent
-        for source in [plan.subject, *[s for s in plan.sources if s is not plan.subject]]:
+        threshold = self.settings.extractive_threshold
+        subject = plan.subject
+        if subject is not None and intent.kind == "which_paper" and plan.evidence[subject.number]:
+            top = decide.best(plan.evidence[subject.number], 1)[0]
+            return (subject, [top.index]) if top.score >= threshold else None
+        if intent.slot not in ("number", "count", "dataset", "baseline", "name") or not decide.focus_terms(intent.focus):
+            return None
+        for source in [s for s in (subject, *plan.sources) if s is not None]:
             evidence = plan.evidence[source.number]
-            if not evidence:
-                continue
             candidates = decide.focus_sentences(intent, self.sentences.get(source.paper))
             ranked = sorted(candidates, key=lambda i: -evidence[i].score)
-            if ranked and evidence[ranked[0]].score >= self.settings.extractive_threshold:
+            if ranked and evidence[ranked[0]].score >= threshold:
                 return source, ranked[:2]
-            if source is plan.subject and intent.kind == "which_paper":
-                top = decide.best(evidence, 1)[0]
-                if top.score >= self.settings.extractive_threshold:
-                    return source, [top.index]
         return None
 
     def _cite_both_sides(self, answer: Answer, plan: Decision) -> None:
@@ -392,3 +455,68 @@ class AnswerEngine:
                 final = event
         assert final is not None
         return final
+
+
+class _AnswerField:
+    """Streams the value of the "answer" field out of a JSON object while it is being generated.
+
+    Hand-written: the stack has no incremental JSON parser, and only this one string field of a
+    flat object needs decoding (escapes included) as it arrives.
+    """
+
+    _ESCAPES = {"n": "\n", "t": "\t", "r": "", '"': '"', "\\": "\\", "/": "/", "b": "", "f": ""}
+
+    def __init__(self) -> None:
+        self.buffer = ""
+        self.position: int | None = None
+        self.done = False
+        self.text = ""
+
+    def feed(self, delta: str) -> str:
+        """Add generated text; return the newly decoded part of the answer."""
+        self.buffer += delta
+        if self.done:
+            return ""
+        if self.position is None:
+            match = re.search(r'"answer"\s*:\s*"', self.buffer)
+            if not match:
+                return ""
+            self.position = match.end()
+        out, i, buffer = [], self.position, self.buffer
+        while i < len(buffer):
+            c = buffer[i]
+            if c == "\\":
+                if i + 1 >= len(buffer) or (buffer[i + 1] == "u" and i + 6 > len(buffer)):
+                    break  # the escape is not complete yet
+                if buffer[i + 1] == "u":
+                    out.append(chr(int(buffer[i + 2: i + 6], 16)))
+                    i += 6
+                else:
+                    out.append(self._ESCAPES.get(buffer[i + 1], buffer[i + 1]))
+                    i += 2
+                continue
+            if c == '"':
+                self.done = True
+                i += 1
+                break
+            out.append(c)
+            i += 1
+        self.position = i
+        piece = "".join(out)
+        self.text += piece
+        return piece
+
+
+def _parse_quote_first(reply: str, field: _AnswerField) -> tuple[dict[int, list[int]], str]:
+    """(sentence indices the model chose, by source number; its answer) from a quote-first reply."""
+    try:
+        data = json.loads(reply)
+        ids, text = list(data.get("evidence") or []), str(data.get("answer") or "")
+    except (ValueError, AttributeError):  # cut off by the token limit: keep what was decoded
+        ids, text = re.findall(r'"(\d+\.\d+)"', reply.split('"answer"')[0]), field.text
+    chosen: dict[int, list[int]] = {}
+    for value in ids:
+        number, _, index = str(value).partition(".")
+        if number.isdigit() and index.isdigit() and int(index) >= 1:
+            chosen.setdefault(int(number), []).append(int(index) - 1)
+    return chosen, text

@@ -86,6 +86,11 @@ class Settings(BaseSettings):
     )
     topic_margin: float = Field(0.12, description="...and within this of the best candidate's.")
     topic_candidates: int = Field(12, ge=1, le=100, description="Papers considered for a topic question's list.")
+    answer_format: Literal["draft", "quote_first"] = Field(
+        "draft",
+        description="'draft': the model writes a free-form answer with [n] markers; 'quote_first': it first picks "
+        "the ids of the sentences that answer (JSON-schema constrained output), then writes from them.",
+    )
     history_turns: int = Field(6, ge=0, le=50, description="Earlier messages used to understand a follow-up.")
 
     # UI

@@ -377,6 +377,7 @@ def best(evidence: Sequence[Evidence], n: int) -> list[Evidence]:
 
 def has_slot(slot: Slot, text: str) -> bool:
     """Whether a sentence (or an answer) could carry the asked slot at all."""
+    text = re.sub(r"\[\d+(?:\s*[,;]\s*\d+)*\]", " ", text)  # citation markers are not figures
     if slot == "number":
         return bool(numbers_in(text)) or bool(re.search(r"\d|×|%", text))
     if slot == "count":

@@ -612,6 +612,16 @@ class LLM:
         if not got_text:
             raise LLMError(f"The LLM at {self._where} returned an empty answer.")
 
+    def json_format(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """The `response_format` that makes this backend's output follow `schema` (grammar-constrained).
+
+        llama-cpp-python's server takes `{"type": "json_object", "schema": ...}`; OpenAI, vLLM and
+        llama.cpp's own server take OpenAI's `{"type": "json_schema", "json_schema": ...}`.
+        """
+        if self._server is not None:
+            return {"type": "json_object", "schema": schema}
+        return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}}
+
     def chat(self, messages: list[dict], max_tokens: int | None = None, **options: Any) -> str:
         """The whole answer as one string."""
         # Streamed under the hood: a timed-out streaming request is cancelled by the local

@@ -23,6 +23,8 @@ EXPECTED = {
     "answer.txt": {"sources", "question"},
     "condense.txt": {"history", "question"},
     "refusal.txt": {"closest"},
+    "system_quote_first.txt": set(),
+    "answer_quote_first.txt": {"sentences", "question"},
 }
 
 
@@ -32,6 +34,8 @@ class Prompts:
     answer: PromptTemplate
     condense: PromptTemplate
     refusal: PromptTemplate
+    system_quote_first: PromptTemplate
+    answer_quote_first: PromptTemplate
 
 
 def load_prompts(folder: Path = PROMPTS_DIR) -> Prompts:

@@ -1,0 +1,171 @@
+"""The decision stage: what a question asks for, near misses, topic lists, fall-backs and quotes.
+
+Below the LLM: the real index and embedder, and where a model reply is needed the scripted
+OpenAI-compatible server (the model is a network service), so each case pins one decision.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from assistant import Answer, Assistant
+from assistant.answer import _AnswerField
+from assistant.decide import question_names, read_question, sanitize, unknown_specifics
+
+from conftest import make_settings
+
+# -- what the question asks for --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "question, kind, slot",
+    [
+        ("Which paper teaches a model to route tokens to memory slots?", "which_paper", "paper"),
+        ("is there a paper on pruning context tokens for video editing", "which_paper", "paper"),
+        ("Which papers are about sparse attention?", "topic", "papers"),
+        ("any papers on bandits?", "topic", "papers"),
+        ("How do Vegas and ARM differ in what they keep of the KV cache?", "comparison", "mechanism"),
+        ("How many slots does the routed memory have?", "fact", "count"),
+        ("By how much does EchoAttention cut latency?", "fact", "number"),
+        ("Which datasets is ISA evaluated on?", "fact", "dataset"),
+        ("Compared with what is the speedup of Vegas measured?", "fact", "baseline"),
+        ("Does Vegas need a separate draft model?", "fact", "yes_no"),
+        ("How does ARM decide which memory slots to update?", "fact", "mechanism"),
+    ],
+)
+def test_the_kind_and_asked_slot_of_a_question(question: str, kind: str, slot: str) -> None:
+    intent = read_question(question)
+    assert (intent.kind, intent.slot) == (kind, slot)
+
+
+def test_the_focus_is_what_the_question_asks_for_in_its_own_words() -> None:
+    assert read_question("What batch size does Vegas draft with?").focus == "batch size"
+    assert read_question("How many GPUs did they train ARM on?").focus == "GPUs"
+    assert read_question("how much faster is the video model").focus == "faster"
+    assert read_question("Which papers are about routing tokens to experts?").topic == "routing tokens to experts"
+
+
+def test_question_words_and_sentence_starts_are_never_names() -> None:
+    assert question_names("Tell me about Vegas. What speedup does it reach? Does it beat SGLang?") == ["Vegas", "SGLang"]
+    assert question_names("Which one uses a Gumbel-Softmax?") == ["Gumbel-Softmax"]
+
+
+def test_html_and_terminal_colour_codes_are_not_part_of_the_question() -> None:
+    assert sanitize("<b>What</b> speedup does \x1b[31mVegas\x1b[0m reach?") == "What speedup does Vegas reach?"
+    assert sanitize("[31mVegas[0m speedup?") == "Vegas speedup?"
+
+
+def test_names_the_abstract_spells_out_are_not_unknown() -> None:
+    text = ["We benchmark large language models with Synchronized Successive Rejects on 15 benchmarks."]
+    assert unknown_specifics("Which LLM wins on 15 benchmarks?", text) == []
+    assert unknown_specifics("How does it compare with SGLang on 16 benchmarks?", text) == ["SGLang", "16"]
+
+
+def test_the_answer_field_streams_out_of_json_as_it_is_generated() -> None:
+    field = _AnswerField()
+    pieces = ['{"evidence": ["1.2"], "ans', 'wer": "Vegas is \\"fa', 'st\\" [1]', '."}']
+    assert "".join(field.feed(p) for p in pieces) == 'Vegas is "fast" [1].'
+    assert field.done
+
+
+# -- decisions made before the model ----------------------------------------------------------
+
+
+@pytest.fixture
+def scripted(shared_index_dir, scripted_llm):
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
+    with Assistant.from_settings(settings) as assistant:
+        yield assistant
+
+
+def test_a_detail_the_named_papers_abstract_never_gives_is_a_near_miss_without_the_model(scripted, scripted_llm):
+    answer = scripted.ask("What batch size does Vegas draft with?")
+    assert answer.refused and answer.status == "not_in_abstracts"
+    assert answer.text.startswith("The Vegas abstract [1] does not give the batch size.")
+    assert [c.paper.title for c in answer.citations] == ["Vegas"], "what the abstract does say is cited"
+    assert scripted_llm.requests == []
+
+
+def test_a_name_the_papers_abstract_never_mentions_is_a_near_miss(scripted, scripted_llm):
+    answer = scripted.ask("Tell me about Vegas. How does it compare with SGLang?")
+    assert answer.refused and "does not mention SGLang" in answer.text
+    assert scripted_llm.requests == []
+
+
+def test_a_topic_question_lists_every_paper_on_it_each_with_its_sentence(scripted, scripted_llm):
+    answer = scripted.ask("Are there any papers about sparse attention for video?")
+    titles = [c.paper.title for c in answer.citations]
+    assert answer.intent == "topic" and answer.status == "answered"
+    assert {"ISA", "EchoAttention"} <= set(titles)
+    for citation in answer.citations:
+        assert f"{citation.paper.title} [{citation.marker}]" in answer.text
+        assert all(citation.paper.abstract[s.start: s.end] == s.text for s in citation.spans)
+    assert scripted_llm.requests == [], "a list of papers needs no model"
+
+
+# -- decisions made after the model -------------------------------------------------------------
+
+
+def test_a_sentinel_fragment_after_an_answer_is_removed(scripted, scripted_llm):
+    scripted_llm.queue("Vegas reaches 1.25×–2.81× over default vLLM [1]. Not_IN_SOURCES")
+    answer = scripted.ask("What speedup does Vegas reach over vLLM?")
+    assert answer.status == "answered" and "not_in_sources" not in answer.text.lower()
+    assert "2.81" in answer.text
+
+
+def test_when_the_model_declines_a_which_paper_question_the_evidence_answers_it(scripted, scripted_llm):
+    scripted_llm.queue("NOT_IN_SOURCES")
+    answer = scripted.ask("I remember a paper that drafts tokens from part of its own KV cache and checks them. Which one?")
+    assert answer.status == "answered" and not answer.refused
+    assert answer.citations[0].paper.title == "Vegas" and "Vegas" in answer.text
+    assert any("did not answer" in notice for notice in answer.notices)
+
+
+def test_a_count_answered_without_a_number_is_not_presented_as_an_answer(scripted, scripted_llm):
+    scripted_llm.queue("ARM selects memory slots with a Gumbel-Softmax [1].")
+    answer = scripted.ask("How many memory slots does ARM use?")
+    assert answer.refused and answer.status == "not_in_abstracts"
+    assert "ARM" in answer.text and "does not" in answer.text
+
+
+def test_a_comparison_cites_both_papers_even_when_the_draft_cites_one(scripted, scripted_llm):
+    scripted_llm.queue("Vegas drafts with a subset of the KV cache chosen during verification [1].")
+    answer = scripted.ask("How do Vegas and ARM differ in how they handle the KV cache?")
+    assert answer.intent == "comparison"
+    assert {"Vegas", "ARM"} <= {c.paper.title for c in answer.citations}
+
+
+def test_quotes_are_contiguous_passages_and_separate_sentences_stay_apart(scripted, scripted_llm):
+    scripted_llm.queue("Vegas is a self-speculative decoding method [1]. Its code is public on GitHub [1].")
+    answer = scripted.ask("What is Vegas and is its code available?")
+    (vegas,) = [c for c in answer.citations if c.paper.title == "Vegas"]
+    assert len(vegas.spans) == 2, "two sentences that are not adjacent are two passages"
+    for span in vegas.spans:
+        assert vegas.paper.abstract[span.start: span.end] == span.text
+    assert vegas.quote == " … ".join(s.text for s in vegas.spans)
+
+
+def test_quote_first_streams_the_answer_and_quotes_the_sentences_the_model_picked(shared_index_dir, scripted_llm):
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted", answer_format="quote_first")
+    reply = {"evidence": ["1.8"], "answer": "Vegas reaches 1.25×–2.81× over default vLLM [1]."}
+    scripted_llm.queue(json.dumps(reply, ensure_ascii=False))
+    with Assistant.from_settings(settings) as assistant:
+        events = list(assistant.stream("What speedup does Vegas reach over vLLM?"))
+    tokens, final = events[:-1], events[-1]
+    assert "".join(tokens) == reply["answer"], "the JSON around the answer is not shown"
+    assert isinstance(final, Answer) and final.status == "answered"
+    request = scripted_llm.requests[0]
+    assert request["response_format"]["type"] == "json_schema"
+    assert "1.8" in json.dumps(request["response_format"]), "the ids shown are the only ones allowed"
+    (vegas,) = final.citations
+    assert [(s.first, s.last) for s in vegas.spans] == [(7, 7)]
+
+
+def test_quote_first_with_no_evidence_picked_is_not_an_answer(shared_index_dir, scripted_llm):
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted", answer_format="quote_first")
+    scripted_llm.queue(json.dumps({"evidence": [], "answer": ""}))
+    with Assistant.from_settings(settings) as assistant:
+        answer = assistant.ask("How does Vegas choose its learning rate schedule?")
+    assert answer.refused
