@@ -21,7 +21,7 @@ import numpy as np
 
 from . import decide
 from .chunk import count_tokens, truncate_tokens
-from .cite import Source, make_citation, verify
+from .cite import Source, has_number, make_citation, numbers_in, verify
 from .config import Settings
 from .decide import Decision, Evidence, Intent, SentenceBank
 from .embed import encode
@@ -355,7 +355,7 @@ class AnswerEngine:
         schema = {
             "type": "object",
             "properties": {
-                "evidence": {"type": "array", "items": {"type": "string", "enum": ids}, "maxItems": 3},
+                "evidence": {"type": "array", "items": {"type": "string", "enum": ids}, "minItems": 1, "maxItems": 3},
                 "answer": {"type": "string"},
             },
             "required": ["evidence", "answer"],
@@ -371,14 +371,12 @@ class AnswerEngine:
         """Verify the draft's citations and check that it answers what was asked; else fall back.
 
         `chosen` (quote-first replies) holds the sentences the model picked as evidence, by source
-        number: none picked means the model found no answer; those picked become the quotes.
+        number; they become the quotes. An empty answer means the model found none.
         """
         intent, sources = plan.intent, plan.sources
         text = draft.strip()
         first_sentence = re.split(r"(?<=[.!?。！？])\s", text, maxsplit=1)[0]
         declined = bool(_SENTINEL.match(text)) or not _SENTINEL.sub("", text).strip() or bool(_DECLINES.search(first_sentence))
-        if chosen is not None and not any(chosen.values()):
-            declined = True
         text = _SENTINEL.sub("", text).strip()  # a sentinel after an answer is a fragment, not a refusal
         known = " ".join(p.paper.text for p in passages)
         verified = None if declined else verify(
@@ -402,7 +400,7 @@ class AnswerEngine:
                 self._cite_both_sides(answer, plan)
             return answer
         # The model declined, or wrote something that does not carry what was asked.
-        fallback = self._answering_sentences(plan)
+        fallback = self._answering_sentences(plan, "" if declined else text)
         if fallback is not None:
             source, indices = fallback
             return self._extractive(answer, source, indices, intent)
@@ -412,13 +410,15 @@ class AnswerEngine:
             return self._near_miss(answer, plan.subject, missing, plan.evidence[plan.subject.number])
         return self._refusal(answer, passages)
 
-    def _answering_sentences(self, plan: Decision) -> tuple[Source, list[int]] | None:
-        """Sentences that answer the question on their own, for when the model declined.
+    def _answering_sentences(self, plan: Decision, draft: str) -> tuple[Source, list[int]] | None:
+        """Sentences that answer the question on their own, for when the draft is not an answer.
 
-        A which-paper question is answered by the paper's closest sentence; a question whose asked
-        slot can be checked (a number, a count, a dataset, a baseline, a name) by the sentences that
-        say its focus and carry that slot. Anything else the model declined stays unanswered: a
-        sentence merely near the question is not an answer to it.
+        - a which-paper question: the subject's closest sentence names the paper;
+        - a draft whose figures the verifier could not attach ("2.42× [1]"): the one sentence
+          that holds all of them, if it carries the asked slot;
+        - a question whose asked slot can be checked (a number, a count, a dataset, a baseline, a
+          name): the sentences that carry the slot (and say its focus, when it has one).
+        Anything else stays unanswered: a sentence merely near the question is not an answer to it.
         """
         intent = plan.intent
         threshold = self.settings.extractive_threshold
@@ -426,14 +426,25 @@ class AnswerEngine:
         if subject is not None and intent.kind == "which_paper" and plan.evidence[subject.number]:
             top = decide.best(plan.evidence[subject.number], 1)[0]
             return (subject, [top.index]) if top.score >= threshold else None
-        if intent.slot not in ("number", "count", "dataset", "baseline", "name") or not decide.focus_terms(intent.focus):
+        checkable = intent.slot in ("number", "count", "dataset", "baseline", "name")
+        ordered = [s for s in (subject, *plan.sources) if s is not None]
+        ordered = [s for i, s in enumerate(ordered) if all(s is not t for t in ordered[:i])]
+        figures = numbers_in(draft)
+        if figures and (checkable or intent.slot == "other"):
+            for source in ordered:
+                holding = [e for e in plan.evidence[source.number] if all(has_number(e.clean, n) for n in figures)]
+                if holding:
+                    top = max(holding, key=lambda e: e.score)
+                    if top.score >= threshold - 0.1 and decide.has_slot(intent.slot, top.clean):
+                        return source, [top.index]
+        if not checkable:
             return None
-        for source in [s for s in (subject, *plan.sources) if s is not None]:
+        for source in ordered:
             evidence = plan.evidence[source.number]
             candidates = decide.focus_sentences(intent, self.sentences.get(source.paper))
             ranked = sorted(candidates, key=lambda i: -evidence[i].score)
             if ranked and evidence[ranked[0]].score >= threshold:
-                return source, ranked[:2]
+                return source, ranked[:1] if not intent.focus else ranked[:2]
         return None
 
     def _cite_both_sides(self, answer: Answer, plan: Decision) -> None:

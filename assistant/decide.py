@@ -166,6 +166,8 @@ _COMPARE = re.compile(
 _WHICH_PAPER = re.compile(
     r"\b(?:which|what)\s+(?:paper|work|study|article)\b(?!s)"
     r"|\bwhich\s+(?:method|one|approach|model|technique|framework|system)\b(?!s)"
+    r"|^(?:so\s+|and\s+|also\s+)?(?:is|was|are)\s+there\s+(?:a|an|any|some)?\b"
+    r"|\b(?:has|have|did)\s+(?:someone|anyone|anybody|somebody)\b"
     r"|\b(?:is|was)\s+there\s+(?:a|any|some)?\s*(?:paper|work|method|study|research)\b"
     r"|\bwhich one\b|\bwhat(?:'s| is| was) (?:it|that|the (?:paper|method)) called\b|\bname of (?:the|that) "
     r"(?:paper|method)\b|\bany (?:paper|work|study)\b|\bi (?:remember|recall|read|saw)\b.*\b(?:paper|one)\b",
@@ -200,6 +202,8 @@ _NAME_Q = re.compile(r"\bwhat(?:'s| is| was| are) (?:it|its|the method|the model
 _FOCUS_AFTER = re.compile(
     r"\b(?:what|which)\s+((?:[\w-]+\s+){0,3}?[\w-]+)\s+(?:does|do|did|is|are|was|were|has|have|had|can|could|would|"
     r"will|should)\b", re.IGNORECASE)
+_NUMBER_OF = re.compile(r"\b(?:number|amount|count)\s+of\s+((?:[\w-]+\s+){0,2}?[\w-]+)(?=\s+(?:in|of|for|on|used|does|did|is|are|was|were|that|they|it)\b|[?.!,]|$)",
+                        re.IGNORECASE)
 _FOCUS_OF = re.compile(r"\bwhat(?:'s| is| was| are| were)\s+(?:the\s+)?((?:[\w-]+\s+){0,3}?[\w-]+)\s+"
                        r"(?:of|for|in|on|that|used|they|it|when|does|do|did|at|with|between|per)\b", re.IGNORECASE)
 _HOW_MANY = re.compile(r"\bhow many\s+((?:[\w-]+\s+){0,2}?[\w-]+)(?=\s+(?:does|do|did|is|are|was|were|were|has|have|"
@@ -261,6 +265,7 @@ def _focus(q: str, slot: Slot) -> str:
         candidates: list[str] = []
         if slot == "count":
             candidates += [m.group(1) for m in _HOW_MANY.finditer(sentence)]
+            candidates += [m.group(1) for m in _NUMBER_OF.finditer(sentence)]
         for m in _HOW_MUCH.finditer(sentence):
             candidates.append(" ".join(g for g in m.groups()[1:] if g))
         candidates += [m.group(1) for m in _HOW_ADJ.finditer(sentence)]

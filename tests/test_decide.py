@@ -163,9 +163,9 @@ def test_quote_first_streams_the_answer_and_quotes_the_sentences_the_model_picke
     assert [(s.first, s.last) for s in vegas.spans] == [(7, 7)]
 
 
-def test_quote_first_with_no_evidence_picked_is_not_an_answer(shared_index_dir, scripted_llm):
+def test_quote_first_with_an_empty_answer_is_not_an_answer(shared_index_dir, scripted_llm):
     settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted", answer_format="quote_first")
-    scripted_llm.queue(json.dumps({"evidence": [], "answer": ""}))
+    scripted_llm.queue(json.dumps({"evidence": ["1.2"], "answer": ""}))
     with Assistant.from_settings(settings) as assistant:
         answer = assistant.ask("How does Vegas choose its learning rate schedule?")
     assert answer.refused
