@@ -38,6 +38,7 @@ _DECLINES = re.compile(
     re.IGNORECASE,
 )
 _SENTINEL = re.compile(r"\s*\b" + re.escape(REFUSAL_SENTINEL).replace("_", "[_ ]") + r"\b[.!]?", re.IGNORECASE)
+TOPIC_KEYWORD_WEIGHT = 0.4  # a topic's own words in a paper's chunks count beside the fused score
 _PROMPT_MARGIN = 64  # tokens kept free: tiktoken counts only approximate the model's tokenizer
 
 # Kept for callers of the earlier module layout.
@@ -171,17 +172,22 @@ class AnswerEngine:
         self.sentences.warm([p.paper for p in candidates])
         topic_vector = self._encode([intent.topic])[0] if intent.topic else query_vector
         topic_stems = set(decide.stems(intent.topic))
+        top_keyword = max((p.keyword_score for p in candidates), default=0.0) or 1.0
         scored = []
         for passage in candidates:
             evidence = decide.score_sentences(self.sentences.get(passage.paper), topic_vector, topic_stems)
             top = decide.best(evidence, 1)
             if top:
-                scored.append((top[0].score, passage, top[0]))
+                # A paper is on the topic when its own best sentence is close to it and retrieval ranks
+                # it high on both sides (dense and keyword): weights chosen on the topic questions'
+                # recall/precision grid (see eval/README.md).
+                score = top[0].score + passage.score + TOPIC_KEYWORD_WEIGHT * passage.keyword_score / top_keyword
+                scored.append((score, passage, top[0]))
         if not scored:
             return None
         scored.sort(key=lambda item: -item[0])
         best_score = scored[0][0]
-        answer.confidence = round(best_score, 4)
+        answer.confidence = round(scored[0][2].score, 4)
         members = [
             (passage, sentence) for score, passage, sentence in scored
             if score >= self.settings.topic_threshold and score >= best_score - self.settings.topic_margin
@@ -231,24 +237,27 @@ class AnswerEngine:
         # One embedding of the query serves retrieval, sentence selection and verification.
         query_vector = self._encode([answer.search_query])[0]
         k = k or self.settings.k
-        wanted = max(k, self.settings.topic_candidates) if intent.kind == "topic" else k
+        # Topic lists and comparisons look wider: every paper of a topic, both sides of a comparison.
+        wanted = max(k, self.settings.topic_candidates) if intent.kind in ("topic", "comparison") else k
         passages = self.retriever.retrieve(answer.search_query, k=wanted, source=source, embedding=query_vector.tolist())
         timings["retrieve"] = time.perf_counter() - mark
         answer.passages = passages[:k]
-        relevant = [p for p in passages if p.dense_score >= self.settings.min_relevance]
+        # A paper the question names is relevant however its text scores ("... SCM-GRPO ...").
+        named = decide.named_papers(f"{question} {answer.search_query}", passages)
+        relevant = [p for p in passages if p.dense_score >= self.settings.min_relevance or p in named]
         if not relevant:
             timings["total"] = time.perf_counter() - started
             yield self._refusal(answer, passages)
             return
 
         if intent.kind == "topic":
-            listed = self._topic_list(answer, intent, relevant, query_vector)
+            listed = self._topic_list(answer, intent, passages, query_vector)
             timings["decide"] = time.perf_counter() - mark
             timings["total"] = time.perf_counter() - started
             yield listed if listed is not None else self._refusal(answer, passages)
             return
 
-        decision = self._decide(question, answer.search_query, intent, relevant, query_vector)
+        decision = self._decide(question, answer.search_query, intent, relevant, named, query_vector)
         answer.confidence = round(decision.confidence, 4)
         sources, evidence = decision.sources, decision.evidence
         timings["decide"] = time.perf_counter() - mark
@@ -304,9 +313,11 @@ class AnswerEngine:
         timings["total"] = time.perf_counter() - started
         yield final
 
-    def _decide(self, question: str, query: str, intent: Intent, relevant: list[Passage], query_vector: np.ndarray) -> Decision:
+    def _decide(
+        self, question: str, query: str, intent: Intent, relevant: list[Passage], named: list[Passage],
+        query_vector: np.ndarray,
+    ) -> Decision:
         """Before the model: refuse, reply to a near miss, or answer from the chosen sources."""
-        named = decide.named_papers(question + " " + query, relevant)
         context = relevant[: self.settings.context_papers]
         if named:  # the papers the question names come first
             context = list(dict.fromkeys([*named[: 2 if intent.kind == "comparison" else 1], *context]))
@@ -323,7 +334,9 @@ class AnswerEngine:
         # Names and numbers the question relies on ("... over SGLang?") must be in the paper it is
         # about (or, when it names none, in one of the closest): otherwise any answer would be
         # about something else.
-        unknown = decide.unknown_specifics(question, [subject.paper.text] if subject else [s.paper.text for s in sources])
+        unknown = decide.unknown_specifics(
+            question, [subject.paper.text] if subject else [s.paper.text for s in sources], strict=subject is not None
+        )
         if unknown:
             plan.notices.append(
                 f"The {subject.paper.title} abstract does not mention {', '.join(unknown)}." if subject
@@ -339,6 +352,10 @@ class AnswerEngine:
                 # What is asked for ("the batch size") is said nowhere in the paper it is about.
                 plan.action, plan.missing = "near_miss", decide.asked_for(intent)
                 plan.notices.append(f"The {subject.paper.title} abstract does not {plan.missing}.")
+        elif subject is None and plan.confidence < self.settings.answer_threshold:
+            # No paper is named and no sentence of the closest papers comes near the question.
+            plan.action = "refuse"
+            plan.notices.append("No sentence of the closest abstracts is close enough to the question to answer from.")
         return plan
 
     def _quote_first(self, question: str, context: list[tuple[Source, list[int]]]) -> Iterator[str]:
@@ -383,8 +400,8 @@ class AnswerEngine:
             text, sources, self._encode, self.settings.support_threshold, known, query_vector
         )
         answered = verified is not None and bool(verified.citations)
-        if answered and intent.slot in ("number", "count") and not decide.has_slot(intent.slot, verified.text):
-            answered = False  # "how many" answered without a number is not an answer
+        if answered and intent.slot in ("number", "count") and not decide.states(intent, verified.text):
+            answered = False  # "how many X" answered without a number of X is not an answer
         if answered and chosen:
             # The model's own picks are the quotes where the verifier cites the same paper.
             by_number = {s.number: s for s in sources}
@@ -438,6 +455,12 @@ class AnswerEngine:
                     if top.score >= threshold - 0.1 and decide.has_slot(intent.slot, top.clean):
                         return source, [top.index]
         if not checkable:
+            if subject is None and intent.slot != "paper" and plan.evidence[plan.sources[0].number]:
+                # A paper described in other words, whose abstract the model would not answer from:
+                # its closest sentences, when they are close enough to stand as the answer.
+                top = decide.best(plan.evidence[plan.sources[0].number], 2)
+                if top[0].score >= threshold:
+                    return plan.sources[0], [e.index for e in top if e.score >= threshold - 0.1]
             return None
         for source in ordered:
             evidence = plan.evidence[source.number]

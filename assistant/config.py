@@ -76,15 +76,22 @@ class Settings(BaseSettings):
         description="When the model declines, answer from the abstract's sentences that say what was asked if the "
         "best of them is this similar to the question.",
     )
+    answer_threshold: float = Field(
+        0.30,
+        description="When the question names no paper, the best evidence sentence must be this similar to it to "
+        "answer at all (else a refusal naming the closest papers).",
+    )
     subject_threshold: float = Field(
         0.45,
         description="A paper whose best sentence is this similar to the question is what it is about: a detail its "
         "abstract does not give gets a near-miss reply naming that paper, else a plain refusal.",
     )
     topic_threshold: float = Field(
-        0.42, description="Topic questions list every candidate whose best sentence is this similar to the topic..."
+        0.86,
+        description="Topic questions list every candidate whose topic score (its best sentence's similarity to the "
+        "topic + its fused retrieval score + 0.4 x its relative keyword score) reaches this...",
     )
-    topic_margin: float = Field(0.12, description="...and within this of the best candidate's.")
+    topic_margin: float = Field(0.51, description="...and is within this of the best candidate's.")
     topic_candidates: int = Field(12, ge=1, le=100, description="Papers considered for a topic question's list.")
     answer_format: Literal["draft", "quote_first"] = Field(
         "draft",

@@ -160,7 +160,8 @@ _TOPIC_FRAME = re.compile(
 )
 _COMPARE = re.compile(
     r"\b(?:differ|differs|difference|differences|different from|contrast|versus|vs\.?|similarities|in common)\b"
-    r"|^\s*compare\b|\bcompar\w* between\b|\bhow do\b.+\band\b.+\b(?:relate|compare)\b",
+    r"|^\s*compare\b|\bcompar\w* between\b|\bhow do\b.+\band\b.+\b(?:relate|compare)\b"
+    r"|\b(?:both|two papers)\b.+\beach(?: one| of them)?\b|\btwo papers\b",
     re.IGNORECASE,
 )
 _WHICH_PAPER = re.compile(
@@ -401,6 +402,15 @@ _GENERIC_ATTRIBUTES = frozenset(_STEM.stemWords(
 ))
 
 
+def states(intent: Intent, text: str) -> bool:
+    """Whether an answer states what was asked: the slot (a number for "how many") and, when the
+    question has a focus, its words ("how many value-labeled texts" needs texts, not components)."""
+    if not has_slot(intent.slot, text):
+        return False
+    text_stems = set(stems(text))
+    return all(covered(t, text_stems, text) for t in focus_terms(intent.focus))
+
+
 def focus_terms(focus: str) -> list[str]:
     """The stems of the focus that must be found (measurement words stand for their family)."""
     terms = list(dict.fromkeys(stems(focus)))
@@ -481,10 +491,28 @@ def mentioned(term: str, haystack: str) -> bool:
     return False
 
 
-def unknown_specifics(question: str, texts: Sequence[str]) -> list[str]:
-    """Names and numbers of `question` that appear in none of `texts` (case-insensitive)."""
+def generic(name: str) -> bool:
+    """A capitalised word many abstracts share ("GPUs", "LLM-written", "GPT-style"): it names no paper."""
+    parts = [p for p in re.split(r"-", name) if p]
+    return all(p in NOT_NAMES or p.rstrip("s") in NOT_NAMES or p.upper() in {"GPT", "LLM", "GPU", "CPU", "API"}
+               or p.islower() for p in parts)
+
+
+def unknown_specifics(question: str, texts: Sequence[str], strict: bool = True) -> list[str]:
+    """Names and numbers of `question` that appear in none of `texts` (case-insensitive).
+
+    A hyphenated name is known when each of its parts is ("SCM-GRPO"). With `strict` False,
+    generic capitalised words ("GPUs", "GPT-style") are not required to appear.
+    """
     haystack = " ".join(texts).lower().replace("^", "").replace(",", "")
-    names = [t for t in question_names(question) if not mentioned(t, haystack)]
+
+    def known(name: str) -> bool:
+        if mentioned(name, haystack) or (not strict and generic(name)):
+            return True
+        parts = [p for p in name.split("-") if len(p) > 1]
+        return len(parts) > 1 and all(mentioned(p, haystack) or p.islower() for p in parts)
+
+    names = [t for t in question_names(question) if not known(t)]
     return names + [n for n in sorted(numbers_in(question)) if not has_number(haystack, n)]
 
 
@@ -518,7 +546,7 @@ def named_papers(question: str, passages: Sequence[Passage]) -> list[Passage]:
         if len(title) >= 2 and "…" not in title and re.search(rf"(?<![\w-]){re.escape(title)}(?![\w-])", lowered):
             score += 2
         for name in names:
-            if name in NOT_NAMES or name.rstrip("s") in NOT_NAMES:
+            if generic(name):
                 continue  # "GPU", "LLM": common to many abstracts, they name no paper
             holders = [pid for pid, text in texts.items() if mentioned(name, text)]
             if passage.paper.id in holders and len(holders) == 1:

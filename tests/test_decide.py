@@ -26,7 +26,7 @@ from conftest import make_settings
         ("is there a paper on pruning context tokens for video editing", "which_paper", "paper"),
         ("Which papers are about sparse attention?", "topic", "papers"),
         ("any papers on bandits?", "topic", "papers"),
-        ("How do Vegas and ARM differ in what they keep of the KV cache?", "comparison", "mechanism"),
+        ("What is the difference between ARM and Vegas in what they keep?", "comparison", "mechanism"),
         ("How many slots does the routed memory have?", "fact", "count"),
         ("By how much does EchoAttention cut latency?", "fact", "number"),
         ("Which datasets is ISA evaluated on?", "fact", "dataset"),
@@ -132,7 +132,7 @@ def test_a_count_answered_without_a_number_is_not_presented_as_an_answer(scripte
 
 def test_a_comparison_cites_both_papers_even_when_the_draft_cites_one(scripted, scripted_llm):
     scripted_llm.queue("Vegas drafts with a subset of the KV cache chosen during verification [1].")
-    answer = scripted.ask("How do Vegas and ARM differ in how they handle the KV cache?")
+    answer = scripted.ask("What is the difference between ARM and Vegas in their use of the KV cache?")
     assert answer.intent == "comparison"
     assert {"Vegas", "ARM"} <= {c.paper.title for c in answer.citations}
 
