@@ -72,7 +72,7 @@ class Settings(BaseSettings):
     max_question_tokens: int = Field(400, ge=16, le=8192, description="Longer questions are truncated.")
     support_threshold: float = Field(0.55, description="Similarity above which a source sentence supports a claim.")
     extractive_threshold: float = Field(
-        0.5,
+        0.45,
         description="When the model declines, answer from the abstract's sentences that say what was asked if the "
         "best of them is this similar to the question.",
     )
@@ -82,7 +82,7 @@ class Settings(BaseSettings):
         "answer at all (else a refusal naming the closest papers).",
     )
     subject_threshold: float = Field(
-        0.45,
+        0.64,
         description="A paper whose best sentence is this similar to the question is what it is about: a detail its "
         "abstract does not give gets a near-miss reply naming that paper, else a plain refusal.",
     )

@@ -146,13 +146,14 @@ class Intent:
 _TOPIC = re.compile(
     r"\b(?:which|what|any|list|show|find|name|are there|all|other|some|several)\s+(?:[\w-]+\s+){0,2}?"
     r"(?:papers|works|studies|articles|methods|approaches|publications)\b"
+    r"|\b(?:is there|are there|which|what|any)\s+(?:any\s+)?(?:[\w-]+\s+)?(?:work|research)\b(?!\s+(?:that|which|where)\b)"
     r"|\b(?:papers|studies|articles|publications)\s+(?:on|about|that|which|dealing|looking|related|in|address\w*|"
     r"tackl\w*|use|using|with)\b",
     re.IGNORECASE,
 )
 _TOPIC_FRAME = re.compile(
-    r"^.*?\b(?:papers|works|studies|articles|methods|approaches|publications|research)\b"
-    r"(?:\s+(?:in|of)\s+(?:this|the)\s+(?:collection|corpus|conference|list))?"
+    r"^.*?\b(?:papers|works|work|studies|articles|methods|approaches|publications|research)\b"
+    r"(?:\s+(?:in|of)\s+(?:this|the)\s+(?:collection|corpus|conference|list))?(?:\s+is\s+there)?"
     r"(?:\s+(?:are|is|were|that|which|do|does))*\s*(?:about|on|related to|dealing with|deal with|address(?:es)?|"
     r"look(?:s|ing)? at|study|studies|tackle|tackles|focus(?:es)? on|work on|use|using|apply|applying|propose|"
     r"in|with|for|concern(?:ing)?|regarding|covering|cover)?\s*",
@@ -192,12 +193,20 @@ _MEASURE_NOUNS = re.compile(
     re.IGNORECASE,
 )
 _DATASET_Q = re.compile(r"\b(?:which|what|on what|on which|name the)\s+(?:\w+\s+)?(?:datasets?|benchmarks?|data|corpora|"
-                        r"corpus|tasks?|environments?|domains?)\b", re.IGNORECASE)
+                        r"corpus|environments?)\b", re.IGNORECASE)
 _BASELINE_Q = re.compile(
     r"\b(?:compared (?:to|with) what|against (?:what|which|whom)|over what|than what|which baselines?|"
     r"what baselines?|what (?:does it|do they) (?:beat|outperform|compare)|(?:beat|outperform)s? (?:what|which)|"
     r"relative to what|what .{0,30}(?:compare|compared) (?:to|with|against)|which (?:existing )?(?:approaches|methods) "
     r"does it (?:position|compare))", re.IGNORECASE)
+# "Which base LLM", "what OCR engine", "which GPU": the answer is the name of a thing.
+_ENTITY_Q = re.compile(
+    r"\b(?:which|what)\s+(?:specific\s+|exact\s+|particular\s+)?(?:[\w-]+\s+){0,2}?(?:llms?|language models?|"
+    r"models?|engines?|algorithms?|architectures?|optimi[sz]ers?|gpus?|hardware|librar(?:y|ies)|backbones?|"
+    r"encoders?|solvers?|judges?|simulators?|tools?|networks?|baselines?|methods?|bit-widths?|precisions?)\b"
+    r"(?!\s+(?:of|in)\s+(?:this|the)\s+(?:collection|corpus))",
+    re.IGNORECASE,
+)
 _NAME_Q = re.compile(r"\bwhat(?:'s| is| was| are) (?:it|its|the method|the model|the approach|that|this) (?:called|named)"
                      r"|\b(?:name|acronym) of\b|\bwhat (?:is|was) the name\b", re.IGNORECASE)
 _FOCUS_AFTER = re.compile(
@@ -246,7 +255,7 @@ def read_question(question: str) -> Intent:
         slot = "count"
     elif _DATASET_Q.search(q):
         slot = "dataset"
-    elif _NAME_Q.search(q):
+    elif _NAME_Q.search(q) or (_ENTITY_Q.search(q) and not which):
         slot = "name"
     elif _NUMBER_Q.search(q) or re.search(r"\bwhat(?:'s| is| was| are| were)? (?:the )?(?:%s[\w-]+ ){0,3}?%s"
                                           % (_NOT_AUX, _MEASURE_NOUNS.pattern), q, re.IGNORECASE):
@@ -297,6 +306,8 @@ def asked_for(intent: Intent) -> str:
         return f"say how much {focus}"  # "faster", "higher"
     if focus and intent.slot == "count":
         return f"give the number of {focus}"
+    if focus and intent.slot == "name":
+        return f"name the {focus}"
     if focus:
         return f"give the {focus}"
     return _SLOT_PHRASES.get(intent.slot, "answer that question")
@@ -411,9 +422,13 @@ def states(intent: Intent, text: str) -> bool:
     return all(covered(t, text_stems, text) for t in focus_terms(intent.focus))
 
 
+# Words that name the kind of thing asked for; a sentence that names one ("HoVer") need not say it.
+_SLOT_NOUNS = frozenset(_STEM.stemWords("dataset datasets benchmark benchmarks data corpus task tasks".split()))
+
+
 def focus_terms(focus: str) -> list[str]:
     """The stems of the focus that must be found (measurement words stand for their family)."""
-    terms = list(dict.fromkeys(stems(focus)))
+    terms = [t for t in dict.fromkeys(stems(focus)) if t not in _SLOT_NOUNS]
     specific = [t for t in terms if t not in _GENERIC_ATTRIBUTES]
     return specific or terms
 
@@ -430,15 +445,24 @@ def covered(term: str, sentence_stems: set[str], text: str) -> bool:
     return any(s.startswith(term) or term.startswith(s) for s in sentence_stems if min(len(s), len(term)) >= 4)
 
 
-def focus_sentences(intent: Intent, sentences: Sentences) -> list[int]:
-    """Indices of the sentences that say the focus (every focus stem) and can carry the slot."""
+def focus_sentences(intent: Intent, sentences: Sentences, question: str = "") -> list[int]:
+    """Indices of the sentences that say the focus (every focus stem) and can carry the slot.
+
+    For a name or a dataset the sentence must hold a name the question does not already give
+    ("which base LLM ... SCM-GRPO?" is not answered by a sentence naming only SCM-GRPO).
+    """
     terms = focus_terms(intent.focus)
+    asked = {n.lower() for n in question_names(question)} | {sentences.paper.title.lower()}
     found = []
     for i, clean in enumerate(sentences.clean):
         if terms and not all(covered(t, sentences.stems[i], clean) for t in terms):
             continue
-        if has_slot(intent.slot, clean):
-            found.append(i)
+        if not has_slot(intent.slot, clean):
+            continue
+        if intent.slot in ("name", "dataset") and not [n for n in question_names(clean) if n.lower() not in asked
+                                                        and not generic(n)]:
+            continue
+        found.append(i)
     return found
 
 
@@ -528,9 +552,11 @@ class Decision:
     sources: list[Source]
     evidence: dict[int, list[Evidence]]  # source number -> every sentence of its abstract, scored
     subject: Source | None = None  # the paper the question is about (named, or the closest)
+    named: bool = False  # whether the question names `subject` (by its title or a name only it uses)
     missing: str = ""  # near misses: what the abstract does not give, in the question's words
     notices: list[str] = field(default_factory=list)
     confidence: float = 0.0  # the best evidence sentence's score
+    question: str = ""
 
 
 def named_papers(question: str, passages: Sequence[Passage]) -> list[Passage]:

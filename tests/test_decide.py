@@ -120,7 +120,7 @@ def test_when_the_model_declines_a_which_paper_question_the_evidence_answers_it(
     answer = scripted.ask("I remember a paper that drafts tokens from part of its own KV cache and checks them. Which one?")
     assert answer.status == "answered" and not answer.refused
     assert answer.citations[0].paper.title == "Vegas" and "Vegas" in answer.text
-    assert any("did not answer" in notice for notice in answer.notices)
+    assert any("model declined" in notice for notice in answer.notices)
 
 
 def test_a_count_answered_without_a_number_is_not_presented_as_an_answer(scripted, scripted_llm):
