@@ -45,9 +45,6 @@ TOPIC_KEYWORD_WEIGHT = 0.4  # a topic's own words in a paper's chunks count besi
 TOPIC_PRESENT = 0.45
 _PROMPT_MARGIN = 64  # tokens kept free: tiktoken counts only approximate the model's tokenizer
 
-# Kept for callers of the earlier module layout.
-unknown_specifics = decide.unknown_specifics
-
 
 class AnswerEngine:
     """Turns a question (and history) into a verified `Answer`, streaming the draft."""
@@ -274,8 +271,7 @@ class AnswerEngine:
             timings["total"] = time.perf_counter() - started
             yield self._refusal(answer, passages)
             return
-        if decision.action == "near_miss":
-            answer.notices.extend(decision.notices)
+        if decision.action == "near_miss":  # its text says what the abstract does not give
             timings["total"] = time.perf_counter() - started
             yield self._near_miss(answer, decision.subject, decision.missing, evidence[decision.subject.number])
             return

@@ -47,7 +47,7 @@ ANSWER_METRICS = (
 # The regression gate looks only at metrics where higher is better. A rise in false refusals
 # shows up there too, as a drop in gold_cited / fact_recall.
 GATED_METRICS = ("hit@1", "hit@5", "mrr", "recall@5", "gold_cited", "citation_precision",
-                 "citation_recall", "fact_recall", "refusal_rate", "supported_share")
+                 "citation_recall", "fact_recall", "refusal_rate", "supported_share", "near_miss_named")
 LATENCY_STAGES = ("retrieve", "first_token", "total")
 DEFAULT_TOLERANCE = {"retrieval-only": (0.02, 0.10), "full": (0.10, None)}  # ("all" row, each type row)
 
@@ -651,6 +651,10 @@ def check(summary: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
             f"({len(summary['ids'])} vs {len(section['ids'])}); run the baseline's questions to compare"
         )
     regressions = []
+    overall = summary["rows"].get("all", {})
+    for count in ("bad_quotes", "sentinel"):  # must be zero, whatever the baseline says
+        if overall.get(count):
+            regressions.append(f"all {count}: {overall[count]} (must be 0)")
     for name, base_row in section["rows"].items():
         tolerance = section.get("tolerance", 0.0) if name == "all" else section.get("type_tolerance")
         now_row = summary["rows"].get(name)

@@ -312,6 +312,14 @@ def test_check_reports_drops_beyond_tolerance_only() -> None:
     assert len(slice_problems) == 1 and slice_problems[0].startswith("all fact_recall")
 
 
+def test_check_fails_on_any_quote_that_is_not_a_passage_or_any_sentinel_fragment() -> None:
+    summary = summarize(hand_built_full_results())
+    baseline = _baseline_for(summary)
+    broken = copy.deepcopy(summary)
+    broken["rows"]["all"]["bad_quotes"], broken["rows"]["all"]["sentinel"] = 1, 2
+    assert check(broken, baseline) == ["all bad_quotes: 1 (must be 0)", "all sentinel: 2 (must be 0)"]
+
+
 def test_check_refuses_to_compare_different_question_sets() -> None:
     summary = summarize(hand_built_full_results())
     baseline = _baseline_for(summary)
