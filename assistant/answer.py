@@ -182,8 +182,8 @@ class AnswerEngine:
             top = decide.best(evidence, 1)
             if top:
                 # A paper is on the topic when its own best sentence is close to it and retrieval ranks
-                # it high on both sides (dense and keyword): weights chosen on the topic questions'
-                # recall/precision grid (see eval/README.md).
+                # it high on both sides (dense and keyword): weights chosen on a recall/precision grid
+                # over the evaluation's topic and multi-paper questions, not on single questions.
                 score = top[0].score + passage.score + TOPIC_KEYWORD_WEIGHT * passage.keyword_score / top_keyword
                 scored.append((score, passage, top[0]))
         if not scored:
@@ -412,8 +412,11 @@ class AnswerEngine:
             text, sources, self._encode, self.settings.support_threshold, known, query_vector
         )
         answered = verified is not None and bool(verified.citations)
-        if answered and intent.slot in ("number", "count") and not decide.states(intent, verified.text):
-            answered = False  # "how many X" answered without a number of X is not an answer
+        if answered and intent.slot in ("number", "count"):
+            # "How many X" answered without a number, or with a number of something else, is not an
+            # answer: the figure must be in the answer, and X in the answer or the passage it cites.
+            cited = " ".join(c.quote for c in verified.citations)
+            answered = decide.has_slot(intent.slot, verified.text) and decide.states(intent, f"{verified.text} {cited}")
         if answered and chosen:
             # The model's own picks are the quotes where the verifier cites the same paper.
             by_number = {s.number: s for s in sources}

@@ -37,7 +37,7 @@ from .types import Paper, Passage
 Encode = Callable[[list[str]], np.ndarray]
 Kind = Literal["fact", "which_paper", "topic", "comparison"]
 Slot = Literal["number", "count", "dataset", "baseline", "name", "yes_no", "mechanism", "paper", "papers", "other"]
-Action = Literal["answer", "near_miss", "refuse", "list"]
+Action = Literal["answer", "near_miss", "refuse"]
 
 _STEM = Stemmer.Stemmer("english")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9^]*(?:[-'][A-Za-z0-9]+)*")
@@ -370,6 +370,9 @@ class SentenceBank:
             at += len(clean)
 
 
+LEXICAL_WEIGHT = 0.2  # shared content words add up to this to a sentence's cosine similarity
+
+
 def score_sentences(sentences: Sentences, query_vector: np.ndarray, question_stems: set[str]) -> list[Evidence]:
     """Every sentence of one abstract as evidence: embedding similarity plus shared content words."""
     similarity = sentences.vectors @ query_vector
@@ -380,8 +383,6 @@ def score_sentences(sentences: Sentences, query_vector: np.ndarray, question_ste
                             round(float(similarity[i]) + LEXICAL_WEIGHT * overlap, 4)))
     return out
 
-
-LEXICAL_WEIGHT = 0.2  # shared content words add up to this to a sentence's cosine similarity
 
 
 def best(evidence: Sequence[Evidence], n: int) -> list[Evidence]:

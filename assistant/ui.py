@@ -866,7 +866,8 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
             ask,
             api_name="ask",
             api_description="Answer a question about the papers. Returns the answer text with [n] markers "
-            "and the cited sources as a list of {marker, title, source, ordinal, quote}.",
+            "and the cited sources as a list of {marker, title, source, ordinal, quote, spans}: spans are the "
+            "verbatim passages of the abstract ({start, end, text} in the abstract as written).",
             concurrency_limit=1,
             concurrency_id=LLM_CONCURRENCY,
         )

@@ -547,7 +547,7 @@ def test_ask_endpoint_answers_through_gradio_client(shared_index_dir: Path) -> N
         text, sources = client.predict(VEGAS_QUESTION, api_name="/ask")
         assert re.search(r"\[1\]", text), text
         assert sources and sources[0]["marker"] == 1 and sources[0]["title"] == "Vegas"
-        assert set(sources[0]) == {"marker", "title", "source", "ordinal", "quote"}
+        assert set(sources[0]) == {"marker", "title", "source", "ordinal", "quote", "spans"}
         assert sources[0]["quote"] in paper_titled(assistant, "Vegas").abstract
     finally:
         app.close()
