@@ -93,8 +93,9 @@ def test_a_fact_question_cites_the_right_paper_with_the_number(local):
 @pytest.mark.llm
 def test_a_detail_the_abstract_never_states_is_refused(local):
     answer = local.ask("What is the exact acceptance rate of draft tokens reported for Vegas?")
-    assert answer.refused, answer.text
-    assert not answer.citations
+    assert answer.refused and answer.status == "not_in_abstracts", answer.text
+    # The honest near-miss reply: what the Vegas abstract does say, cited, and what it does not give.
+    assert "does not" in answer.text and [c.paper.title for c in answer.citations] == ["Vegas"]
 
 
 @pytest.mark.llm
