@@ -330,7 +330,7 @@ class AnswerEngine:
         sources = [self._source(n, p) for n, p in enumerate(context, start=1)]
         evidence = self._evidence(sources, query, query_vector)
         plan = Decision("answer", intent, sources, evidence, question=question)
-        top_scores = {s.number: (decide.best(evidence[s.number], 1)[0].score if evidence[s.number] else 0.0) for s in sources}
+        top_scores = {s.number: max((e.score for e in evidence[s.number]), default=0.0) for s in sources}
         subject = sources[0] if named and intent.kind in ("fact", "which_paper") else None
         plan.subject = subject or max(sources, key=lambda s: top_scores[s.number])
         plan.named = subject is not None
