@@ -136,17 +136,17 @@ def test_two_users_are_queued_and_kept_apart(server: str, browser: Any) -> None:
     try:
         started = ask(first, VEGAS_QUESTION)
         ask(second, ISA_QUESTION)
-        # While the first question is being answered, the second says it is queued.
+        # While the first question is being answered, the second says it is queued (the wait fails
+        # with a timeout if it never does). Its status is read once, here: re-reading it later raced
+        # with a second answer that can finish within seconds.
         second.wait_for_function(
             "() => document.querySelector('#job-status').innerText.includes('Queued')", timeout=10_000
         )
+        save(second, "two-users-second-queued.png")
         first.wait_for_function(
             "() => !document.querySelector('#job-status').innerText.includes('Queued')", timeout=ANSWER_TIMEOUT_MS
         )
-        saw_queued = "Queued" in second.inner_text("#job-status")
         save(first, "two-users-first.png")
-        save(second, "two-users-second-queued.png")
-        assert saw_queued, second.inner_text("#job-status")
         first.wait_for_selector("#sources .src-card", timeout=ANSWER_TIMEOUT_MS)
         first_done = time.monotonic() - started
         second.wait_for_selector("#sources .src-card", timeout=ANSWER_TIMEOUT_MS)
