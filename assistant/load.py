@@ -74,6 +74,9 @@ _TRIGGER = re.compile(
 _NAME = re.compile(r"(?<![\w-])([A-Z][A-Za-z0-9^]*(?:-[A-Za-z0-9]+)*)(?![\w-])")
 
 
+_DEFINED = re.compile(r"(?:[\w-]+\s+){1,6}\(([A-Z][A-Za-z0-9-]{1,12})\)")
+
+
 def _looks_like_name(token: str) -> bool:
     if token in NOT_NAMES or len(token) < 2:
         return False
@@ -108,6 +111,13 @@ def derive_title(text: str) -> str:
             scores[token] = 3 * (early and in_parens) + min(counts[token], 2) - 0.6 * len(scores)
         if scores:
             return max(scores, key=lambda token: scores[token])
+    # No "we propose X": a short form the abstract defines ("Stein Diffusion Guidance (SDG)") and
+    # uses again names what it is about better than a gist of its first sentence.
+    # Only when it is the one such short form: with several ("GFT", "WBB", "GBB") they name
+    # concepts the paper works with, not the paper.
+    defined = {m.group(1) for m in _DEFINED.finditer(text) if _looks_like_name(m.group(1)) and counts[m.group(1)] >= 2}
+    if len(defined) == 1:
+        return defined.pop()
     for sentence in sentences:
         trigger = _TRIGGER.search(sentence)
         if trigger:
