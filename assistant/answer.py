@@ -354,13 +354,16 @@ class AnswerEngine:
             return plan
         # The paper a detail question is about: the one it names, or one whose sentence is this close.
         about = subject or (plan.subject if plan.confidence >= self.settings.subject_threshold else None)
-        if about is not None and intent.kind == "fact" and intent.slot not in ("mechanism", "yes_no", "other", "paper"):
+        # The slot and focus of a question in another language are read from the model's English
+        # rewrite, which may ask for more than the user did: the checks after the draft still apply.
+        translated = question != query and bool(_CJK.search(question))
+        if about is not None and not translated and intent.kind == "fact" and intent.slot not in ("mechanism", "yes_no", "other", "paper"):
             if not decide.focus_sentences(intent, self.sentences.get(about.paper), question):
                 # No sentence of the paper it is about says what is asked ("the batch size") and
                 # carries it (a number for "how many", a name for "which model").
                 plan.action, plan.missing, plan.subject = "near_miss", decide.asked_for(intent), about
                 plan.notices.append(f"The {about.paper.title} abstract does not {plan.missing}.")
-        elif subject is not None and intent.kind == "fact" and intent.focus and intent.slot == "other":
+        elif subject is not None and not translated and intent.kind == "fact" and intent.focus and intent.slot == "other":
             if decide.missing_focus(intent, self.sentences.get(subject.paper)):
                 plan.action, plan.missing = "near_miss", decide.asked_for(intent)
                 plan.notices.append(f"The {subject.paper.title} abstract does not {plan.missing}.")
@@ -412,6 +415,8 @@ class AnswerEngine:
             text, sources, self._encode, self.settings.support_threshold, known, query_vector
         )
         answered = verified is not None and bool(verified.citations)
+        if answered and intent.slot != "yes_no" and decide.adds_nothing(verified.text, f"{plan.question} {answer.search_query}"):
+            answered = False  # it restates the question ("yes" is the content of a yes/no answer)
         if answered and intent.slot in ("number", "count"):
             # "How many X" answered without a number, or with a number of something else, is not an
             # answer: the figure must be in the answer, and X in the answer or the passage it cites.
@@ -428,6 +433,8 @@ class AnswerEngine:
         if answered:
             answer.text, answer.citations, answer.flagged = verified.text, verified.citations, verified.flagged
             answer.timings["supported_share"] = verified.supported_share
+            if intent.kind == "which_paper":
+                answer.text = _name_the_paper(answer.text, answer.citations)
             if intent.kind == "comparison":
                 self._cite_both_sides(answer, plan)
             return answer
@@ -457,7 +464,7 @@ class AnswerEngine:
         subject = plan.subject
         if subject is not None and intent.kind == "which_paper" and plan.evidence[subject.number]:
             top = decide.best(plan.evidence[subject.number], 1)[0]
-            return (subject, [top.index]) if top.score >= threshold else None
+            return (subject, [top.index]) if top.score >= self.settings.paper_threshold else None
         checkable = intent.slot in ("number", "count", "dataset", "baseline", "name")
         ordered = [s for s in (subject, *plan.sources) if s is not None]
         ordered = [s for i, s in enumerate(ordered) if all(s is not t for t in ordered[:i])]
@@ -467,7 +474,7 @@ class AnswerEngine:
                 holding = [e for e in plan.evidence[source.number] if all(has_number(e.clean, n) for n in figures)]
                 if holding:
                     top = max(holding, key=lambda e: e.score)
-                    if top.score >= threshold - 0.1 and decide.has_slot(intent.slot, top.clean):
+                    if top.score >= threshold - 0.1 and decide.states(intent, top.clean):
                         return source, [top.index]
         if not checkable:
             if not plan.named and subject is not None and intent.slot != "paper" and plan.evidence[subject.number]:
@@ -477,6 +484,8 @@ class AnswerEngine:
                 if top[0].score >= threshold:
                     return subject, [e.index for e in top if e.score >= threshold - 0.1]
             return None
+        if intent.slot in ("number", "count") and not intent.focus:
+            return None  # "how many?" of what: no sentence can be checked to say it
         for source in ordered:
             evidence = plan.evidence[source.number]
             candidates = decide.focus_sentences(intent, self.sentences.get(source.paper), plan.question)
@@ -504,6 +513,21 @@ class AnswerEngine:
                 final = event
         assert final is not None
         return final
+
+
+def _name_the_paper(text: str, citations: list[Citation]) -> str:
+    """A which-paper answer names the paper: the model often writes "Source reports ..." or starts
+    with the verb ("replaces normalizing flows ... [1]"), as the sources are numbered for it."""
+    if not citations or any(c.paper.title.lower() in text.lower() for c in citations):
+        return text
+    first = min(citations, key=lambda c: text.find(f"[{c.marker}]") % (len(text) + 1))
+    title = first.paper.title
+    placeholder = re.match(r"(?:the )?source\b(?: \[\d+\])?", text, re.IGNORECASE)
+    if placeholder:
+        return title + text[placeholder.end():]
+    if text[:1].islower():
+        return f"{title} {text}"
+    return f"{title} [{first.marker}]: {text}"
 
 
 class _AnswerField:

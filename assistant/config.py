@@ -76,6 +76,11 @@ class Settings(BaseSettings):
         description="When the model declines, answer from the abstract's sentences that say what was asked if the "
         "best of them is this similar to the question.",
     )
+    paper_threshold: float = Field(
+        0.40,
+        description="When the model declines a which-paper question, name the closest paper with its best sentence "
+        "if that sentence is this similar to the question (naming the paper is the whole answer).",
+    )
     answer_threshold: float = Field(
         0.30,
         description="When the question names no paper, the best evidence sentence must be this similar to it to "

@@ -175,11 +175,16 @@ _WHICH_PAPER = re.compile(
     r"(?:paper|method)\b|\bany (?:paper|work|study)\b|\bi (?:remember|recall|read|saw)\b.*\b(?:paper|one)\b",
     re.IGNORECASE,
 )
-_YES_NO = re.compile(r"^(?:does|do|did|is|are|was|were|can|could|has|have|had|will|would|should)\b", re.IGNORECASE)
+_YES_NO = re.compile(r"^(?:[\w-]+,\s*)?(?:does|do|did|is|are|was|were|can|could|has|have|had|will|would|should)\b", re.IGNORECASE)
 _MECHANISM = re.compile(r"\b(?:how (?:does|do|did|is|are|was|were|can)|why|what does .+ do\b|what is the idea|explain|"
                         r"in what way|what (?:is|are) the (?:main )?(?:idea|components?|mechanisms?|steps?|insight))",
                         re.IGNORECASE)
 _NOT_AUX = r"(?!(?:does|do|did|is|are|was|were)\b)"
+_EMBEDDED_HOW = re.compile(
+    r"(?<=[a-z] )(?<!\band )(?<!\bor )(?:on|of|about|than|tell|know|compute|computes|computing|measure|measures|"
+    r"estimate|estimates|see|show|shows|decide|determine|determines|control|controls|track|tracks)\s+how (?:much|many)\b",
+    re.IGNORECASE,
+)
 _NUMBER_Q = re.compile(
     r"\bhow (?:much|large|big|fast|long|far|often|high|low|small|many times|accurate|well)\b|\bby how much\b|"
     r"\bwhat (?:percentage|percent|fraction|proportion|share|ratio|factor|speed-?up|accuracy|score|rate|value|number)\b|"
@@ -189,7 +194,8 @@ _NUMBER_Q = re.compile(
 _MEASURE_NOUNS = re.compile(
     r"\b(?:speed-?ups?|accuracy|auroc|auc|f1|score|scores|rate|error|errors|gain|gains|improvement|reduction|"
     r"percentage|latency|throughput|memory|cost|size|length|ratio|regret|bound|parameters?|iou|dice|bleu|"
-    r"perplexity|return|reward|win rate|success rate|times|factor)\b",
+    r"perplexity|return|reward|win rate|success rate|times|factor|coefficients?|correlation|runtime|"
+    r"wall-clock(?: time| runtime)?|temperature|learning rate|batch size|budget|threshold|epsilon)\b",
     re.IGNORECASE,
 )
 _DATASET_Q = re.compile(r"\b(?:which|what|on what|on which|name the)\s+(?:\w+\s+)?(?:datasets?|benchmarks?|data|corpora|"
@@ -210,13 +216,15 @@ _ENTITY_Q = re.compile(
 _NAME_Q = re.compile(r"\bwhat(?:'s| is| was| are) (?:it|its|the method|the model|the approach|that|this) (?:called|named)"
                      r"|\b(?:name|acronym) of\b|\bwhat (?:is|was) the name\b", re.IGNORECASE)
 _FOCUS_AFTER = re.compile(
-    r"\b(?:what|which)\s+((?:[\w-]+\s+){0,3}?[\w-]+)\s+(?:does|do|did|is|are|was|were|has|have|had|can|could|would|"
-    r"will|should)\b", re.IGNORECASE)
+    r"\b(?:what|which)\s+((?:[\w-]+\s+){0,3}?[\w-]+)(?:\s+(?:in|per)\s+(?:[\w-]+\s+){0,2}?[\w-]+)?\s+"
+    r"(?:does|do|did|is|are|was|were|has|have|had|can|could|would|will|should)\b", re.IGNORECASE)
 _NUMBER_OF = re.compile(r"\b(?:number|amount|count)\s+of\s+((?:[\w-]+\s+){0,2}?[\w-]+)(?=\s+(?:in|of|for|on|used|does|did|is|are|was|were|that|they|it)\b|[?.!,]|$)",
                         re.IGNORECASE)
-_FOCUS_OF = re.compile(r"\bwhat(?:'s| is| was| are| were)\s+(?:the\s+)?((?:[\w-]+\s+){0,3}?[\w-]+)\s+"
-                       r"(?:of|for|in|on|that|used|they|it|when|does|do|did|at|with|between|per)\b", re.IGNORECASE)
-_HOW_MANY = re.compile(r"\bhow many\s+((?:[\w-]+\s+){0,2}?[\w-]+)(?=\s+(?:does|do|did|is|are|was|were|were|has|have|"
+_FOCUS_OF = re.compile(r"\bwhat(?:'s| is| was| are| were)\s+(?:the\s+)?((?:[\w-]+\s+){0,4}?[\w-]+)\s+"
+                       r"(?:(?:of|for|in|on|that|used|they|it|when|does|do|did|at|with|between|per)\b|"
+                       r"(?=(?-i:[A-Z])[\w-]*\s+(?:reports?|uses?|achieves?|gets?|reaches?|obtains?|shows?)\b))",
+                       re.IGNORECASE)
+_HOW_MANY = re.compile(r"\bhow many\s+((?:[\w-]+\s+){0,3}?[\w-]+)(?=\s+(?:does|do|did|is|are|was|were|were|has|have|"
                        r"had|can|could|in|of|for|on|they|it|the|were|did)\b|[?.!,]|$)", re.IGNORECASE)
 _HOW_MUCH = re.compile(r"\bhow (much|many times)\s+(?:(more|less|better|worse)\s+)?(%s[\w-]+(?: %s[\w-]+)?)?"
                        % (_NOT_AUX, _NOT_AUX), re.IGNORECASE)
@@ -248,16 +256,23 @@ def read_question(question: str) -> Intent:
         topic = _TOPIC_FRAME.sub("", q, count=1).strip(" ?.!") if _TOPIC_FRAME.match(q) else q
         return Intent("topic", "papers", "", topic or q)
     which = bool(_WHICH_PAPER.search(q))
+    # "... depends on how many requests show up", "tell how much to trust": an embedded clause
+    # describes the paper; it does not ask for a figure.
+    asked = _EMBEDDED_HOW.sub(" ", q)
     slot: Slot
     if _BASELINE_Q.search(q):
         slot = "baseline"
-    elif re.search(r"\bhow many\b|\bnumber of\b", q, re.IGNORECASE) and not re.search(r"how many times", q, re.I):
+    elif _YES_NO.match(q) and not re.search(r"[.?!]\s+\S", q.rstrip(" ?.!")):
+        # One sentence that opens with "does / is / can": it asks whether, not how much.
+        slot = "yes_no" if not which else "paper"
+    elif re.search(r"\bhow many\b|\b(?:what|the|total|largest|smallest|maximum|minimum)(?: is| was| are)?(?: the)? number of\b", asked, re.IGNORECASE) \
+            and not re.search(r"how many times", asked, re.I):
         slot = "count"
     elif _DATASET_Q.search(q):
         slot = "dataset"
     elif _NAME_Q.search(q) or (_ENTITY_Q.search(q) and not which):
         slot = "name"
-    elif _NUMBER_Q.search(q) or re.search(r"\bwhat(?:'s| is| was| are| were)? (?:the )?(?:%s[\w-]+ ){0,3}?%s"
+    elif _NUMBER_Q.search(asked) or re.search(r"\bwhat(?:'s| is| was| are| were)? (?:the )?(?:%s[\w-]+ ){0,3}?%s"
                                           % (_NOT_AUX, _MEASURE_NOUNS.pattern), q, re.IGNORECASE):
         slot = "number"
     elif _YES_NO.match(q) or re.search(r"[.?!]\s*(?:does|do|did|is|are|was|were|can)\b", q, re.IGNORECASE):
@@ -272,6 +287,7 @@ def read_question(question: str) -> Intent:
 def _focus(q: str, slot: Slot) -> str:
     """The asked-for thing in the question's words ("batch size", "GPUs", "faster"), or ""."""
     for sentence in reversed(re.split(r"(?<=[.?!])\s+", q)):  # the question is usually last
+        sentence = re.sub(r"\s*\([^()]*\)", "", sentence)  # "(epsilon)" explains; it is not the thing asked
         candidates: list[str] = []
         if slot == "count":
             candidates += [m.group(1) for m in _HOW_MANY.finditer(sentence)]
@@ -391,6 +407,23 @@ def best(evidence: Sequence[Evidence], n: int) -> list[Evidence]:
 
 
 # -- does the evidence hold what is asked for ----------------------------------------------------
+
+
+# What a model writes for a paper it does not name ("Source reports ..."): not content.
+_PLACEHOLDERS = frozenset(("sourc", "yes"))
+
+
+def adds_nothing(answer: str, question: str) -> bool:
+    """Whether every content word and figure of `answer` is already in `question`.
+
+    Such an answer restates the question ("Seven LLM judges were analysed in the study [1]" to
+    "Which seven LLM judges were analysed ...?", "replaces normalizing flows ... [1]" to "Which
+    paper replaces normalizing flows ...?"): whatever it cites, it tells the reader nothing.
+    """
+    text = re.sub(r"\[\d+(?:\s*[,;]\s*\d+)*\]", " ", answer)
+    asked = {s.rstrip("s") for s in [*stems(question), *_PLACEHOLDERS]}  # "LLM" asked, "LLMs" answered
+    figures = numbers_in(question)
+    return all(s.rstrip("s") in asked for s in stems(text)) and numbers_in(text) <= figures
 
 
 def has_slot(slot: Slot, text: str) -> bool:

@@ -12,7 +12,7 @@ import pytest
 
 from assistant import Answer, Assistant
 from assistant.answer import _AnswerField
-from assistant.decide import question_names, read_question, sanitize, unknown_specifics
+from assistant.decide import adds_nothing, question_names, read_question, sanitize, unknown_specifics
 
 from conftest import make_settings
 
@@ -33,6 +33,13 @@ from conftest import make_settings
         ("Compared with what is the speedup of Vegas measured?", "fact", "baseline"),
         ("Does Vegas need a separate draft model?", "fact", "yes_no"),
         ("How does ARM decide which memory slots to update?", "fact", "mechanism"),
+        # a "how many" inside a description is part of the paper's description, not the question
+        ("a scheduler whose guarantee depends on how many requests show up - which paper?", "which_paper", "paper"),
+        ("a memory that blends tokens into a fixed number of slots - whats that paper", "fact", "other"),
+        ("How does it decide how much memory to use?", "fact", "mechanism"),
+        ("And on how many datasets was it measured?", "fact", "count"),
+        ("Theoretically, does training with fewer bits shrink how big a model effectively is?", "fact", "yes_no"),
+        ("What was the correlation coefficient between the two graders?", "fact", "number"),
     ],
 )
 def test_the_kind_and_asked_slot_of_a_question(question: str, kind: str, slot: str) -> None:
@@ -62,6 +69,14 @@ def test_generic_capitalised_words_are_required_only_of_a_named_paper() -> None:
     assert unknown_specifics("My GPUs run out of memory, any fix?", text, strict=False) == []
     assert unknown_specifics("How many GPUs did they use?", text) == ["GPUs"]
     assert unknown_specifics("Does SCM-GRPO beat it?", ["An SCM-inspired framework trained with GRPO."]) == []
+
+
+def test_an_answer_that_only_restates_the_question_adds_nothing() -> None:
+    question = "Which seven LLM judges were analysed in the Item Response Theory study?"
+    assert adds_nothing("Seven LLM judges were analysed in the Item Response Theory study [1].", question)
+    assert adds_nothing("Source analysed seven LLM judges [1].", question), "a placeholder for the paper is no content"
+    assert not adds_nothing("The study analysed GPT-4o, Claude and five other judges [1].", question)
+    assert not adds_nothing("It reaches 2.81× [1].", "What speedup does it reach?"), "a new figure is content"
 
 
 def test_the_answer_field_streams_out_of_json_as_it_is_generated() -> None:
@@ -129,6 +144,20 @@ def test_a_count_answered_without_a_number_is_not_presented_as_an_answer(scripte
     answer = scripted.ask("How many memory slots does ARM use?")
     assert answer.refused and answer.status == "not_in_abstracts"
     assert "ARM" in answer.text and "does not" in answer.text
+
+
+def test_a_draft_that_restates_the_question_is_replaced_by_the_sentence_naming_the_paper(scripted, scripted_llm):
+    scripted_llm.queue("Drafts tokens using a subset of the KV cache chosen during verification [1].")
+    answer = scripted.ask("Which paper drafts tokens using a subset of the KV cache chosen during verification?")
+    assert answer.status == "answered" and answer.text.startswith("This looks like Vegas [1]:")
+    assert any("model declined" in notice for notice in answer.notices)
+
+
+def test_a_which_paper_answer_names_the_paper_the_model_called_source(scripted, scripted_llm):
+    scripted_llm.queue("Source drafts tokens from a subset of its own KV cache, chosen during verification [1].")
+    answer = scripted.ask("Which paper speeds up decoding by drafting with part of the model's own cache?")
+    assert answer.status == "answered" and answer.text.startswith("Vegas drafts tokens")
+    assert [c.paper.title for c in answer.citations] == ["Vegas"]
 
 
 def test_a_comparison_cites_both_papers_even_when_the_draft_cites_one(scripted, scripted_llm):
