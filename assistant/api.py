@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Iterator
@@ -15,11 +16,12 @@ from typing import Any
 
 from .answer import AnswerEngine
 from .config import BUNDLED_CORPUS, Settings
-from .embed import make_embedder
+from .embed import embedding_identity, make_embedder
+from .errors import StoreDamagedError
 from .index import IndexReport, build_index, corpus_fingerprint
 from .load import load_papers
 from .retrieve import HybridRetriever, load_bm25
-from .store import Store
+from .store import IndexInfo, Store, move_aside, recorded_corpus
 from .types import Answer, Paper, Passage
 
 Notify = Callable[[str], None]
@@ -49,9 +51,10 @@ class Assistant:
         self.embedder = embedder
         self.papers = papers
         self.by_id = {p.id: p for p in papers}
-        self.retriever = HybridRetriever(settings, store, embedder, self.by_id)
-        self.timings: dict[str, float] = {}
         self.notify: Notify = lambda message: None
+        # Through a lambda: `notify` is replaced after construction (by from_settings, the UI).
+        self.retriever = HybridRetriever(settings, store, embedder, self.by_id, notify=lambda m: self.notify(m))
+        self.timings: dict[str, float] = {}
         self.engine = AnswerEngine(settings, self.retriever, embedder, self._connect_llm)
 
     def _connect_llm(self) -> Any:
@@ -79,9 +82,14 @@ class Assistant:
         papers = load_papers(corpus, parse_cache(settings))
         info = store.info()
         embedder = functools.cache(functools.partial(make_embedder, settings))
+        if info is not None and info.chunks:
+            # Another embedder is an error to report as such, not an update to announce.
+            store.check_embedding(store.active(), embedding_identity(settings)[0])
         if info is None or not info.chunks or info.fingerprint != corpus_fingerprint(papers, settings):
-            say("Building the index (first run)…" if info is None or not info.chunks else "Corpus changed: updating the index…")
+            say(_update_reason(info, settings))
             report = build_index(papers, corpus, settings, store, embedder, progress=progress)
+            for line in (*report.warnings, *report.notes):
+                say(line)
             say(f"Indexed {report.papers} papers ({report.embedded_chunks} chunks embedded) in {report.seconds:.1f} s.")
         assistant = cls(settings, store, embedder(), papers)
         if notify:
@@ -130,9 +138,43 @@ class Assistant:
         self.close()
 
 
+def _update_reason(info: IndexInfo | None, settings: Settings) -> str:
+    """What start-up says before it updates the index: the first build, or what changed."""
+    if info is None or not info.chunks:
+        return "Building the index (first run)…"
+    if info.chunking and info.chunking != f"{settings.chunk_size}/{settings.chunk_overlap}":
+        return "Chunking settings changed: re-chunking the index…"
+    return "Corpus changed: updating the index…"
+
+
 def reindex(settings: Settings, paths: list[Path] | None = None, rebuild: bool = False, progress: Any = None) -> IndexReport:
-    """Index `paths` (or the current corpus); used by `assistant index`."""
-    store = Store(settings)
+    """Index `paths` (or the current corpus); used by `assistant index`.
+
+    With `rebuild`, an embedded store too damaged to open is moved aside (kept) and a fresh
+    one is built from the files it was built from, per its manifest.
+    """
+    try:
+        return _reindex(settings, paths, rebuild, progress, Store(settings))
+    except StoreDamagedError:
+        if not rebuild or settings.chroma_host:
+            raise
+    recorded = [Path(p) for p in recorded_corpus(settings.index_dir)]
+    moved = move_aside(settings)
+    notes = [
+        f"The store in {settings.index_dir} could not be opened; it was moved to {moved} (delete it when you no "
+        "longer need it) and a fresh index was built."
+    ]
+    if not paths and not settings.corpus:
+        if recorded and all(p.is_file() for p in recorded):
+            paths = recorded
+        else:
+            notes.append("Its corpus files are unknown, so the bundled abstracts were indexed; "
+                         "run `assistant index YOUR_FILES --rebuild` to index others.")
+    report = _reindex(settings, paths, rebuild, progress, Store(settings))
+    return dataclasses.replace(report, notes=(*notes, *report.notes))
+
+
+def _reindex(settings: Settings, paths: list[Path] | None, rebuild: bool, progress: Any, store: Store) -> IndexReport:
     corpus = paths or resolve_corpus(settings, store)
     papers = load_papers(corpus, parse_cache(settings))
     report = build_index(papers, corpus, settings, store, functools.partial(make_embedder, settings), rebuild=rebuild, progress=progress)

@@ -65,6 +65,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     from .api import reindex
 
     report = reindex(_settings(args), [Path(p) for p in args.paths] or None, args.rebuild, progress=_progress_bar())
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
     print(
         f"Indexed {report.papers} papers, {report.chunks} chunks "
         f"({report.embedded_papers} papers / {report.embedded_chunks} chunks embedded, "

@@ -21,7 +21,11 @@ class IndexMismatchError(AssistantError):
 
 
 class StoreUnavailableError(AssistantError):
-    """The Chroma server cannot be reached."""
+    """The store cannot be used now: the Chroma server is unreachable, or another process is updating it."""
+
+
+class StoreDamagedError(AssistantError):
+    """The embedded store's files are damaged; the message names the folder and the rebuild that fixes it."""
 
 
 class ModelError(AssistantError):

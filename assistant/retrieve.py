@@ -4,7 +4,8 @@ Both retrievers are llama-index's (`VectorStoreIndex` over the Chroma store, `BM
 built once over the stored chunks and saved, keyed by the index's fingerprint). Fusion is
 ours: we fuse at the paper level (best chunk per paper on each side) and keep each side's
 raw score, which the answer stage needs for its relevance check and which
-`QueryFusionRetriever` does not expose.
+`QueryFusionRetriever` does not expose. A stored chunk whose paper the corpus does not know
+(an index out of step with its files) is skipped, and reported once, never an error.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,10 +102,19 @@ def load_bm25(settings: Settings, store: Store) -> BM25Retriever:
 class HybridRetriever:
     """Dense + BM25 retrieval over the active index, one ranked entry per paper."""
 
-    def __init__(self, settings: Settings, store: Store, embedder: BaseEmbedding, papers: dict[str, Paper]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        embedder: BaseEmbedding,
+        papers: dict[str, Paper],
+        notify: Callable[[str], None] | None = None,
+    ) -> None:
         self.settings = settings
         self.papers = papers
         self.embedder = embedder
+        self.notify = notify or (lambda message: None)
+        self.unknown: set[str] = set()  # paper ids of stored chunks the corpus does not have
         self.index = VectorStoreIndex.from_vector_store(store.vector_store(), embed_model=embedder)
         self.sources = sorted({paper.source for paper in papers.values()})
         # bm25s logs a warning per query for tokens absent from the corpus; that is expected.
@@ -118,11 +129,23 @@ class HybridRetriever:
         hits = self.bm25.retrieve(query)
         return [h for h in hits if source is None or h.node.metadata.get("source") == source]
 
-    @staticmethod
-    def _best_per_paper(hits: list[NodeWithScore], cosine: bool) -> dict[str, _Side]:
+    def _report_unknown(self, paper_id: str) -> None:
+        """Note a stored chunk of a paper the corpus does not have; say so once per process."""
+        if not self.unknown:
+            self.notify(
+                f"The index holds passages of papers that its corpus files do not have (such as {paper_id}), "
+                "left by an interrupted or older update; they are skipped. "
+                "Run `assistant index --rebuild` to rebuild the index from the corpus."
+            )
+        self.unknown.add(paper_id)
+
+    def _best_per_paper(self, hits: list[NodeWithScore], cosine: bool) -> dict[str, _Side]:
         best: dict[str, _Side] = {}
         for hit in hits:
-            paper_id = str(hit.node.metadata["paper_id"])
+            paper_id = str(hit.node.metadata.get("paper_id"))
+            if paper_id not in self.papers:
+                self._report_unknown(paper_id)
+                continue
             # The Chroma integration reports exp(-distance); with cosine distance that is exp(cos - 1).
             score = 1.0 + math.log(max(hit.score or 0.0, 1e-12)) if cosine else float(hit.score or 0.0)
             if paper_id not in best or score > best[paper_id].score:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from assistant.errors import IndexMismatchError
 from assistant.index import IndexReport, build_index, corpus_fingerprint
 from assistant.load import load_papers
 from assistant import store as store_module
+from assistant.retrieve import HybridRetriever
 from assistant.store import Store
 
 SMALL_PAPERS = 5  # the first five abstracts of the first bundled file: a corpus that indexes in about a second
@@ -51,6 +53,15 @@ def stored_chunks(settings: Settings) -> dict[str, tuple[str, dict]]:
 
 def chunks_of(chunks: dict[str, tuple[str, dict]], paper_id: str) -> dict[str, str]:
     return {cid: text for cid, (text, meta) in chunks.items() if meta["paper_id"] == paper_id}
+
+
+def expected_chunks(corpus: Path, settings: Settings) -> dict[str, str]:
+    """chunk id -> text of an index that holds exactly the papers of `corpus`."""
+    return {n.node_id: n.text for n in chunk_papers(load_papers([corpus]), settings)}
+
+
+def generations(settings: Settings) -> list[str]:
+    return sorted(c.name for c in Store(settings).generations())
 
 
 # -- incremental indexing -----------------------------------------------------------------------
@@ -265,3 +276,128 @@ def test_a_rebuild_that_crashes_midway_leaves_the_previous_index_usable(
     assert (info.collection, info.chunks) == (old.collection, old.chunks)
     top = fresh.retrieve("Give me a short summary of SySRs.", k=1)[0]
     assert (top.paper.title, top.paper.source, top.paper.ordinal) == ("SySRs", small_corpus.name, 2)
+
+
+@dataclass
+class Interrupted:
+    settings: Settings
+    first: IndexReport  # the index before the update
+    fingerprint: str  # its corpus fingerprint
+    before: dict[str, tuple[str, dict]]  # its chunks
+
+
+@pytest.fixture
+def interrupted(tmp_path: Path, small_corpus: Path, bundled_abstracts: list[str], embedder: MiniLMEmbedding) -> Interrupted:
+    """An index of the small corpus, then an update adding five papers that crashes after its first batch."""
+    settings = make_settings(tmp_path / "store", embed_batch_size=4)
+    first = index(small_corpus, settings, embedder)
+    state = Interrupted(settings, first, Store(settings).info().fingerprint, stored_chunks(settings))
+    write_paper_list(small_corpus, bundled_abstracts[: SMALL_PAPERS + 5])
+    assert len(expected_chunks(small_corpus, settings)) - len(state.before) > 2 * settings.embed_batch_size
+    with pytest.raises(SimulatedCrash):
+        index(small_corpus, settings, embedder, progress=crash_after_first_batch)
+    return state
+
+
+def test_an_update_that_crashes_midway_leaves_the_previous_index_as_it_was(interrupted: Interrupted) -> None:
+    info = Store(interrupted.settings).info()
+    assert (info.collection, info.fingerprint) == (interrupted.first.collection, interrupted.fingerprint)
+    assert stored_chunks(interrupted.settings) == interrupted.before
+
+
+def test_the_next_index_of_the_same_files_resumes_an_interrupted_update(
+    interrupted: Interrupted, small_corpus: Path, embedder: MiniLMEmbedding
+) -> None:
+    settings = interrupted.settings
+    report = index(small_corpus, settings, embedder)
+
+    new_chunks = len(expected_chunks(small_corpus, settings)) - len(interrupted.before)
+    assert any(note.startswith("Resumed an interrupted index update") for note in report.notes), report.notes
+    assert 0 < report.embedded_chunks <= new_chunks - settings.embed_batch_size  # the first batch was kept
+    assert {cid: text for cid, (text, _) in stored_chunks(settings).items()} == expected_chunks(small_corpus, settings)
+    assert Store(settings).info().fingerprint == corpus_fingerprint(load_papers([small_corpus]), settings)
+
+
+def test_an_index_of_the_previous_files_discards_an_interrupted_update(
+    interrupted: Interrupted, small_corpus: Path, bundled_abstracts: list[str], embedder: MiniLMEmbedding
+) -> None:
+    settings = interrupted.settings
+    write_paper_list(small_corpus, bundled_abstracts[:SMALL_PAPERS])
+    report = index(small_corpus, settings, embedder)
+
+    assert any(note.startswith("Discarded an interrupted index update") for note in report.notes), report.notes
+    assert (report.embedded_chunks, report.collection) == (0, interrupted.first.collection)
+    assert generations(settings) == [interrupted.first.collection]
+    assert stored_chunks(settings) == interrupted.before
+
+
+def test_a_process_that_opened_the_index_before_an_update_keeps_answering_from_it(
+    tmp_path: Path, small_corpus: Path, bundled_abstracts: list[str], embedder: MiniLMEmbedding
+) -> None:
+    settings = make_settings(tmp_path / "store", corpus=[small_corpus])
+    reader = Assistant.from_settings(settings)
+    write_paper_list(small_corpus, bundled_abstracts[: SMALL_PAPERS + 2])
+    index(small_corpus, settings, embedder)
+
+    top = reader.retrieve("Give me a short summary of SySRs.", k=1)[0]
+    assert (top.paper.title, top.paper.ordinal) == ("SySRs", 2)
+
+
+# -- what the index holds -----------------------------------------------------------------------
+
+
+def test_identical_abstracts_are_indexed_once_with_a_warning_naming_both_positions(
+    tmp_path: Path, bundled_abstracts: list[str], embedder: MiniLMEmbedding
+) -> None:
+    vegas = bundled_abstracts[5]
+    assert "$\\times$" in vegas  # the copy below differs only in markup
+    corpus = write_paper_list(tmp_path / "dups.txt", bundled_abstracts[:6] + [vegas.replace("$\\times$", "×"), vegas])
+    settings = make_settings(tmp_path / "store", corpus=[corpus])
+    report = index(corpus, settings, embedder)
+
+    assert report.warnings == (
+        "dups.txt #7 repeats the abstract of dups.txt #6; indexed once, as dups.txt #6.",
+        "dups.txt #8 repeats the abstract of dups.txt #6; indexed once, as dups.txt #6.",
+    )
+    assert report.papers == 6
+    hits = Assistant.from_settings(settings).retrieve("self-speculative decoding with verification-guided sparse attention", k=3)
+    assert [(h.paper.title, h.paper.ordinal) for h in hits].count(("Vegas", 6)) == 1
+    assert all(h.paper.title != "Vegas" for h in hits[1:])
+
+
+def test_a_stored_chunk_whose_paper_the_corpus_does_not_have_is_skipped_and_reported_once(
+    tmp_path: Path, small_corpus: Path, embedder: MiniLMEmbedding
+) -> None:
+    # An index out of step with its files, as an interrupted update of an older version left it.
+    settings = make_settings(tmp_path / "store")
+    index(small_corpus, settings, embedder)
+    papers = load_papers([small_corpus])
+    sysrs = papers[1]
+    notices: list[str] = []
+    retriever = HybridRetriever(settings, Store(settings), embedder, {p.id: p for p in papers if p is not sysrs}, notices.append)
+
+    for question in ("Give me a short summary of SySRs.", "What is SySRs?"):
+        hits = retriever.retrieve(question, k=3)
+        assert len(hits) == 3 and sysrs.id not in [h.paper.id for h in hits]
+    assert len(notices) == 1
+    assert sysrs.id in notices[0] and "Run `assistant index --rebuild`" in notices[0]
+
+
+def test_a_chunk_size_change_is_announced_as_one_not_as_a_corpus_change(
+    tmp_path: Path, small_corpus: Path, embedder: MiniLMEmbedding
+) -> None:
+    index(small_corpus, make_settings(tmp_path / "store"), embedder)
+    notices: list[str] = []
+    Assistant.from_settings(
+        make_settings(tmp_path / "store", corpus=[small_corpus], chunk_size=32, chunk_overlap=8), notify=notices.append
+    )
+    assert notices[0] == "Chunking settings changed: re-chunking the index…"
+
+
+def test_another_embedder_is_reported_as_a_mismatch_without_announcing_an_update(
+    shared_index_dir: Path, no_openai: None
+) -> None:
+    notices: list[str] = []
+    with pytest.raises(IndexMismatchError):
+        Assistant.from_settings(make_settings(shared_index_dir, embedding=OPENAI), notify=notices.append)
+    assert notices == []
