@@ -365,14 +365,18 @@ def render_error(message: str) -> str:
 
 def sources_json(answer: Answer) -> list[dict[str, Any]]:
     """The sources as plain data (the `/ask` API): the cited papers with their quotes, or, for a
-    refusal or a retrieval-only answer, the closest papers (marker None, quote empty)."""
+    refusal or a retrieval-only answer, the closest papers (marker None, quote empty).
+
+    `quote` reads as the chat and the CLI show it (markup cleaned: 1.25×, not 1.25$\\times$);
+    `spans` stay verbatim, since their offsets point into the abstract as written."""
     if not answer.citations:
         return [
             {"marker": None, "title": p.paper.title, "source": p.paper.source, "ordinal": p.paper.ordinal, "quote": ""}
             for p in answer.passages[:3]
         ]
     return [
-        {"marker": c.marker, "title": c.paper.title, "source": c.paper.source, "ordinal": c.paper.ordinal, "quote": c.quote,
+        {"marker": c.marker, "title": c.paper.title, "source": c.paper.source, "ordinal": c.paper.ordinal,
+         "quote": clean_markup(c.quote),
          "spans": [{"start": s.start, "end": s.end, "text": s.text} for s in c.spans]}
         for c in sorted(answer.citations, key=lambda c: c.marker)
     ]
@@ -866,8 +870,9 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
             ask,
             api_name="ask",
             api_description="Answer a question about the papers. Returns the answer text with [n] markers "
-            "and the cited sources as a list of {marker, title, source, ordinal, quote, spans}: spans are the "
-            "verbatim passages of the abstract ({start, end, text} in the abstract as written).",
+            "and the cited sources as a list of {marker, title, source, ordinal, quote, spans}: quote is the cited "
+            "passage as displayed (LaTeX and Markdown cleaned); spans are the verbatim passages of the abstract "
+            "({start, end, text} in the abstract as written).",
             concurrency_limit=1,
             concurrency_id=LLM_CONCURRENCY,
         )

@@ -486,9 +486,10 @@ def test_ask_api_returns_text_and_sources(
     quote = sentence_with(vegas, "speedup in decoding throughput")
     start = vegas.abstract.index(quote)
     assert sources == [
-        {"marker": 1, "title": "Vegas", "source": vegas.source, "ordinal": vegas.ordinal, "quote": quote,
+        {"marker": 1, "title": "Vegas", "source": vegas.source, "ordinal": vegas.ordinal, "quote": clean_markup(quote),
          "spans": [{"start": start, "end": start + len(quote), "text": quote}]}
     ]
+    assert "1.25×" in sources[0]["quote"] and "$" not in sources[0]["quote"]  # as the chat and the CLI show it
     with pytest.raises(gr.Error, match="The question is empty"):
         controller.ask_api("   ")
     assert len(scripted_llm.requests) == 1
@@ -548,7 +549,7 @@ def test_ask_endpoint_answers_through_gradio_client(shared_index_dir: Path) -> N
         assert re.search(r"\[1\]", text), text
         assert sources and sources[0]["marker"] == 1 and sources[0]["title"] == "Vegas"
         assert set(sources[0]) == {"marker", "title", "source", "ordinal", "quote", "spans"}
-        assert sources[0]["quote"] in paper_titled(assistant, "Vegas").abstract
+        assert sources[0]["quote"] in paper_titled(assistant, "Vegas").text  # markup cleaned, as displayed
     finally:
         app.close()
         assistant.close()
