@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -411,7 +412,9 @@ class LocalServer:
             except _PortTaken:
                 self.stop()  # another process grabbed the port between probe and bind
                 if attempt == 2:
-                    raise LLMUnavailableError(f"Could not find a free port for the local LLM server. {self._tail()}")
+                    raise LLMUnavailableError(
+                        f"Could not find a free port for the local LLM server (its log: {self.log_path})."
+                    )
             except BaseException:
                 self.stop()
                 raise
@@ -452,8 +455,8 @@ class LocalServer:
                 if "address already in use" in tail.lower():
                     raise _PortTaken()
                 raise LLMUnavailableError(
-                    f"The local LLM server exited with code {code} while loading {self.model_path.name}. "
-                    f"Log {self.log_path}:\n{tail}"
+                    f"The local LLM server {_exit_words(code)} while loading {self.model_path.name}"
+                    f"{self._reason()} (its log: {self.log_path})."
                 )
             try:
                 with opener.open(f"{self.url}/models", timeout=1.0) as response:
@@ -465,7 +468,7 @@ class LocalServer:
             if time.monotonic() > deadline:
                 raise LLMUnavailableError(
                     f"The local LLM server did not become ready within {self.start_timeout:g} s "
-                    f"(raise ASSISTANT_LLM_START_TIMEOUT on a slow machine). Log {self.log_path}:\n{self._tail()}"
+                    f"(raise ASSISTANT_LLM_START_TIMEOUT on a slow machine; its log: {self.log_path})."
                 )
             time.sleep(0.1)
 
@@ -478,13 +481,37 @@ class LocalServer:
             return "(no log)"
         return "\n".join(text.strip().splitlines()[-lines:])
 
-    def describe_exit(self) -> str | None:
-        """If the server died, a sentence saying so with its log tail; None while it runs."""
-        if self.process is None or self.running:
+    def _reason(self) -> str:
+        """': <the log's last error line>' if the server's own output says what went wrong, else ''.
+
+        Only a line that names an error: the rest of the log (chat template, request lines,
+        cache messages) says nothing to a user and stays in the log file."""
+        for line in reversed(self._tail(40).splitlines()):
+            if _ERROR_LINE.search(line) and not line.lstrip().startswith("INFO"):
+                return ": " + _short(line.strip(), 200)
+        return ""
+
+    def describe_exit(self, wait: float = 0.0) -> str | None:
+        """If the server died, one sentence saying so and naming its log file; None while it runs.
+
+        `wait`: seconds to give a server whose connection just broke to finish dying (the
+        socket closes before the process can be reaped)."""
+        if self.process is None:
+            return None
+        if wait and self.process.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(wait)
+        if self.running:
             return None
         if self._stopped:
             return "The local LLM server was stopped (the LLM was closed)."
-        return f"The local LLM server exited (code {self.process.returncode}). Log {self.log_path}:\n{self._tail()}"
+        code = self.process.returncode
+        # A killed process wrote nothing about its death; only an exit can have a reason in the log.
+        reason = self._reason() if code >= 0 else ""
+        return (
+            f"The local LLM server {_exit_words(code)} while answering{reason}; "
+            f"the next question starts it again (its log: {self.log_path})."
+        )
 
     def stop(self, grace: float = 5.0) -> None:
         """Terminate the server (SIGTERM, then SIGKILL after `grace` seconds) and reap it."""
@@ -512,6 +539,20 @@ class LocalServer:
 
 class _PortTaken(Exception):
     pass
+
+
+_ERROR_LINE = re.compile(r"\b(?:error|exception|failed|failure|abort(?:ed)?|out of memory|cannot|unable)\b", re.IGNORECASE)
+
+
+def _exit_words(code: int | None) -> str:
+    """How a process ended, in words: 'exited with code 1', 'was killed (SIGKILL, out of memory?)'."""
+    if code is None or code >= 0:
+        return f"exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"was killed ({name}{', out of memory?' if name == 'SIGKILL' else ''})"
 
 
 # ---------------------------------------------------------------------------------------
@@ -564,8 +605,19 @@ class LLM:
         """The local server this LLM owns, if any."""
         return self._server
 
+    def _revive(self) -> None:
+        """Start the local server again if it died (it was not closed): a crash costs the
+        answer it happened in, not every answer after it."""
+        server = self._server
+        if server is None or server.running or server.process is None or server._stopped:
+            return
+        server.start()  # on a new port
+        self.base_url = self._where = server.url
+        self._client.base_url = server.url
+
     def stream_chat(self, messages: list[dict], max_tokens: int | None = None, **options: Any) -> Iterator[str]:
         """Yield the answer's text deltas as they arrive; `options` go to the API (e.g. stop)."""
+        self._revive()
         deadline = time.monotonic() + self.timeout
         try:
             stream = self._client.chat.completions.create(
@@ -607,7 +659,7 @@ class LLM:
             raise LLMError(f"The LLM at {self._where} returned no completion (empty response). Check the server.")
         if not finished:
             # A conforming server ends with a finish_reason; without it the answer was cut off.
-            died = self._server.describe_exit() if self._server is not None else None
+            died = self._server.describe_exit(wait=2.0) if self._server is not None else None
             raise LLMUnavailableError(died or f"The LLM at {self._where} ended the answer stream unexpectedly.")
         if not got_text:
             raise LLMError(f"The LLM at {self._where} returned an empty answer.")
@@ -642,7 +694,7 @@ class LLM:
         if isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException)):
             return LLMTimeoutError(self._timeout_message())
         if isinstance(exc, (openai.APIConnectionError, httpx.TransportError)):
-            died = self._server.describe_exit() if self._server is not None else None
+            died = self._server.describe_exit(wait=2.0) if self._server is not None else None
             if died:
                 return LLMUnavailableError(died)
             return LLMUnavailableError(
