@@ -42,6 +42,7 @@ class IndexReport:
 
 
 _WARNINGS_SHOWN = 10
+_DISCARDED = "Discarded the unfinished index update of an interrupted run; the index in use was never changed by it."
 
 
 def distinct_papers(papers: list[Paper]) -> tuple[list[Paper], list[str]]:
@@ -99,7 +100,7 @@ def build_index(
             # count with it: if both hold, every paper is already indexed as is.
             if info is not None and info.fingerprint == fingerprint and info.recorded_chunks in (-1, info.chunks):
                 if store.discard_unfinished():
-                    notes.append("Discarded an interrupted index update (of other files or settings); the index was not changed by it.")
+                    notes.append(_DISCARDED)
                 if info.corpus != paths:
                     store.mark_complete(active, fingerprint, paths)  # the same papers, from moved files
                 return IndexReport(
@@ -109,7 +110,7 @@ def build_index(
         base = None if rebuild else active  # where the chunks of unchanged papers are copied from
         target = None if rebuild else store.unfinished(fingerprint)
         if store.discard_unfinished(keep=target):
-            notes.append("Discarded an interrupted index update (of other files or settings); the index was not changed by it.")
+            notes.append(_DISCARDED)
         if target is not None:
             notes.append("Resumed an interrupted index update of these files: only what it had not written was embedded.")
         else:

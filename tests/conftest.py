@@ -22,11 +22,27 @@ import pytest
 
 import assistant  # noqa: F401  (sets the offline environment first)
 from assistant import Assistant, Settings
-from assistant.config import BUNDLED_CORPUS
+from assistant.config import BUNDLED_CORPUS, PROJECT_ROOT
 from assistant.embed import MiniLMEmbedding
 
 CORPUS_FILES = sorted(BUNDLED_CORPUS.glob("*.txt"))
 DATA = Path(__file__).parent / "data"
+HANG_GUARD = 600  # seconds; only stops a hung process, never judges speed
+
+
+def cli_env(index_dir: Path, **variables: str) -> dict[str, str]:
+    """The environment of an `assistant` command run by a test: none of the caller's ASSISTANT_*
+    settings, the store in `index_dir`, plus `variables` (ASSISTANT_* names)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ASSISTANT_")}
+    return {**env, "ASSISTANT_INDEX_DIR": str(index_dir), **variables}
+
+
+def run_cli(*args: str, index_dir: Path, **variables: str) -> subprocess.CompletedProcess[str]:
+    """`assistant <args>` as a real process, as a user runs it; its exit code and output."""
+    return subprocess.run(
+        [sys.executable, "-m", "assistant.cli", *args],
+        cwd=PROJECT_ROOT, env=cli_env(index_dir, **variables), capture_output=True, text=True, timeout=HANG_GUARD,
+    )
 
 
 def free_port() -> int:

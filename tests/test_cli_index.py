@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-from assistant.config import PROJECT_ROOT
-
-HANG_GUARD = 600  # seconds; only stops a hung process, never judges speed
-
-
-def run_cli(*args: str, index_dir: Path) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ASSISTANT_")}
-    env["ASSISTANT_INDEX_DIR"] = str(index_dir)
-    return subprocess.run(
-        [sys.executable, "-m", "assistant.cli", *args],
-        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD,
-    )
+from conftest import run_cli
 
 
 @pytest.fixture(scope="module")

@@ -325,7 +325,7 @@ def test_an_index_of_the_previous_files_discards_an_interrupted_update(
     write_paper_list(small_corpus, bundled_abstracts[:SMALL_PAPERS])
     report = index(small_corpus, settings, embedder)
 
-    assert any(note.startswith("Discarded an interrupted index update") for note in report.notes), report.notes
+    assert any(note.startswith("Discarded the unfinished index update of an interrupted run") for note in report.notes), report.notes
     assert (report.embedded_chunks, report.collection) == (0, interrupted.first.collection)
     assert generations(settings) == [interrupted.first.collection]
     assert stored_chunks(settings) == interrupted.before
