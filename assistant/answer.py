@@ -31,6 +31,8 @@ from .retrieve import HybridRetriever
 from .types import Answer, Citation, Passage
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_HAN = re.compile(r"[\u3400-\u9fff]")
+_KANA_HANGUL = re.compile(r"[\u3040-\u30ff\uac00-\ud7af]")
 # Ways a model says it cannot answer without using the sentinel.
 _DECLINES = re.compile(
     r"\b(?:do(?:es)? not (?:contain|provide|mention|specify|state|include|say|give|report)|no (?:information|mention)|"
@@ -162,8 +164,13 @@ class AnswerEngine:
         """The model declined although the evidence answers the question: answer with those sentences."""
         indices = sorted(indices)
         body = " ".join(source.clean_sentences[i] for i in indices)
-        lead = f"This looks like {source.paper.title} [{source.number}]: " if intent.kind == "which_paper" else ""
-        answer.text = f"{lead}{body} [{source.number}]" if lead else f"{body} [{source.number}]"
+        if _HAN.search(answer.question) and not _KANA_HANGUL.search(answer.question):
+            # A Chinese question gets its frame in Chinese; the quoted sentences stay the abstract's.
+            lead = f"可能是 {source.paper.title} [{source.number}]。" if intent.kind == "which_paper" else ""
+            lead += "摘要原文："
+        else:
+            lead = f"This looks like {source.paper.title} [{source.number}]: " if intent.kind == "which_paper" else ""
+        answer.text = f"{lead}{body} [{source.number}]"
         answer.citations = [make_citation(source.number, source.paper, source.raw_sentences, indices)]
         answer.flagged = []
         answer.status, answer.refused = "answered", False
@@ -235,7 +242,7 @@ class AnswerEngine:
             answer.search_query = question
             answer.notices.append(f"Could not rewrite the follow-up question ({exc}); searched for it as typed.")
         timings["condense"] = time.perf_counter() - started
-        intent = decide.read_question(answer.search_query)
+        intent = decide.read_question(answer.search_query, original=question)
         answer.intent = intent.kind
 
         mark = time.perf_counter()
@@ -352,6 +359,15 @@ class AnswerEngine:
             else:
                 plan.action = "refuse"
             return plan
+        if subject is None and intent.kind == "which_paper":
+            # "Which paper does speech recognition?" when none does: the closest abstract is near the
+            # question's wording but says none of its phrases (measured on the evaluation set's
+            # which-paper questions, answerable in everyday words and off-topic).
+            phrases = decide.question_phrases(query)
+            if phrases and decide.spoken_to(self._encode(phrases), self.sentences.get(sources[0].paper)) < self.settings.phrase_threshold:
+                plan.action = "refuse"
+                plan.notices.append("The closest abstract does not speak to any part of the question.")
+                return plan
         # The paper a detail question is about: the one it names, or one whose sentence is this close.
         about = subject or (plan.subject if plan.confidence >= self.settings.subject_threshold else None)
         # The slot and focus of a question in another language are read from the model's English

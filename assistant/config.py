@@ -81,6 +81,11 @@ class Settings(BaseSettings):
         description="When the model declines a which-paper question, name the closest paper with its best sentence "
         "if that sentence is this similar to the question (naming the paper is the whole answer).",
     )
+    phrase_threshold: float = Field(
+        0.33,
+        description="A which-paper question that names no paper is refused unless the closest abstract says some "
+        "phrase of it this clearly (cosine of the best phrase-sentence pair).",
+    )
     answer_threshold: float = Field(
         0.30,
         description="When the question names no paper, the best evidence sentence must be this similar to it to "

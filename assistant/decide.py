@@ -246,9 +246,17 @@ def _clean_focus(phrase: str) -> str:
     return " ".join(words)
 
 
-def read_question(question: str) -> Intent:
-    """The kind of question, its asked slot and focus (English; callers pass the English query)."""
+# "哪篇论文 / 哪些工作 / 哪一项研究": a which-paper question in Chinese. Its English rewrite is often
+# a bare search phrase ("Sparse attention in video editing research") that no longer asks "which".
+_WHICH_PAPER_ZH = re.compile(r"哪一?篇|哪些(?:论文|文章|工作|研究)|哪一?[个项份](?:论文|文章|工作|研究)")
+
+
+def read_question(question: str, original: str = "") -> Intent:
+    """The kind of question, its asked slot and focus. `question` is English (callers pass the
+    English query); `original` is the question as typed, read for a Chinese "which paper"."""
     q = " ".join(question.split())
+    if _WHICH_PAPER_ZH.search(original) and not _WHICH_PAPER.search(q):
+        q = f"Which paper is about {q.rstrip(' ?.!')}?"
     opening = _WHICH_PAPER.match(q.lower().lstrip("¿ "))
     if _COMPARE.search(q) and not _TOPIC.search(q) and not opening:
         return Intent("comparison", "mechanism", _clean_focus(q))
@@ -399,6 +407,29 @@ def score_sentences(sentences: Sentences, query_vector: np.ndarray, question_ste
                             round(float(similarity[i]) + LEXICAL_WEIGHT * overlap, 4)))
     return out
 
+
+
+def question_phrases(question: str) -> list[str]:
+    """The question's content phrases: runs of words between stop words and punctuation
+    ("automatic speech recognition", "legal documents", "several chatbots talk")."""
+    phrases: list[str] = []
+    current: list[str] = []
+    for token in [*re.findall(r"[\w'-]+|[^\w\s]", question), "."]:
+        if token.lower() in STOPWORDS or not re.match(r"\w", token):
+            if current:
+                phrases.append(" ".join(current))
+            current = []
+        else:
+            current.append(token)
+    return [p for p in phrases if len(p) > 2]
+
+
+def spoken_to(phrase_vectors: np.ndarray, sentences: Sentences) -> float:
+    """How clearly an abstract says the question's best-covered phrase (cosine of the closest
+    phrase-sentence pair): an abstract near a question about something else says none of it."""
+    if not len(phrase_vectors) or not len(sentences.vectors):
+        return 0.0
+    return float((np.asarray(phrase_vectors) @ np.asarray(sentences.vectors).T).max())
 
 
 def best(evidence: Sequence[Evidence], n: int) -> list[Evidence]:

@@ -47,6 +47,12 @@ def test_the_kind_and_asked_slot_of_a_question(question: str, kind: str, slot: s
     assert (intent.kind, intent.slot) == (kind, slot)
 
 
+def test_a_chinese_which_paper_question_stays_one_when_its_english_rewrite_is_a_bare_phrase() -> None:
+    intent = read_question("Sparse attention in video editing research", original="哪篇论文研究了视频编辑中的稀疏注意力？")
+    assert (intent.kind, intent.slot) == ("which_paper", "paper")
+    assert read_question("Speedup of sparse attention in video editing", original="稀疏注意力带来多少加速？").kind == "fact"
+
+
 def test_the_focus_is_what_the_question_asks_for_in_its_own_words() -> None:
     assert read_question("What batch size does Vegas draft with?").focus == "batch size"
     assert read_question("How many GPUs did they train ARM on?").focus == "GPUs"
@@ -108,6 +114,27 @@ def test_a_name_the_papers_abstract_never_mentions_is_a_near_miss(scripted, scri
     answer = scripted.ask("Tell me about Vegas. How does it compare with SGLang?")
     assert answer.refused and "does not mention SGLang" in answer.text
     assert scripted_llm.requests == []
+
+
+def test_a_which_paper_question_about_something_no_abstract_says_is_refused_without_the_model(scripted, scripted_llm):
+    answer = scripted.ask("Which paper summarizes long legal documents?")
+    assert answer.refused and answer.status == "not_in_abstracts" and answer.citations == []
+    assert any("does not speak to any part of the question" in notice for notice in answer.notices)
+    assert scripted_llm.requests == []
+
+
+def test_a_which_paper_question_in_everyday_words_still_reaches_the_model(scripted, scripted_llm):
+    scripted_llm.queue("Vegas drafts tokens with a subset of its own KV cache [1].")
+    answer = scripted.ask("which paper makes LLM decoding faster by drafting tokens from its own cache and verifying them?")
+    assert len(scripted_llm.requests) == 1 and answer.status == "answered"
+
+
+def test_a_chinese_which_paper_question_the_model_declines_names_the_paper_in_a_chinese_frame(scripted, scripted_llm):
+    scripted_llm.queue("Sparse attention in video editing research", "NOT_IN_SOURCES")
+    answer = scripted.ask("哪篇论文研究了视频编辑中的稀疏注意力？")
+    assert answer.status == "answered" and answer.intent == "which_paper"
+    assert answer.text.startswith(f"可能是 {answer.citations[0].paper.title} [1]。摘要原文：")
+    assert "video editing" in answer.citations[0].quote.lower()
 
 
 def test_a_topic_question_lists_every_paper_on_it_each_with_its_sentence(scripted, scripted_llm):
