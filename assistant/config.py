@@ -76,6 +76,12 @@ class Settings(BaseSettings):
         description="When the model declines, answer from the abstract's sentences that say what was asked if the "
         "best of them is this similar to the question.",
     )
+    focus_threshold: float = Field(
+        0.40,
+        description="When the model declines a question whose asked slot can be checked (a number, a count, a "
+        "dataset, a baseline, a name), answer from the sentences that carry it if the best is this similar to the "
+        "question (such a sentence has passed the slot check, so it may be less similar than extractive_threshold).",
+    )
     paper_threshold: float = Field(
         0.40,
         description="When the model declines a which-paper question, name the closest paper with its best sentence "

@@ -137,6 +137,14 @@ def test_a_chinese_which_paper_question_the_model_declines_names_the_paper_in_a_
     assert "video editing" in answer.citations[0].quote.lower()
 
 
+def test_a_declined_question_in_everyday_words_is_answered_by_the_sentence_that_carries_what_it_asks(scripted, scripted_llm):
+    # The dataset sentence is less similar to this wording than extractive_threshold, but it names datasets.
+    scripted_llm.queue("NOT_IN_SOURCES")
+    answer = scripted.ask("I read about fact checking with multi-hop evidence where overthinking hurts - which benchmarks did they evaluate on?")
+    assert answer.status == "answered" and "HoVer and EX-FEVER" in answer.text
+    assert answer.citations[0].quote.startswith("Extensive experiments on HoVer")
+
+
 def test_a_topic_question_lists_every_paper_on_it_each_with_its_sentence(scripted, scripted_llm):
     answer = scripted.ask("Are there any papers about sparse attention for video?")
     titles = [c.paper.title for c in answer.citations]
