@@ -28,9 +28,9 @@ from .embed import encode
 from .errors import LLMError, QuestionError
 from .prompts import REFUSAL_SENTINEL, load_prompts
 from .retrieve import HybridRetriever
+from .text import has_cjk
 from .types import Answer, Citation, Passage
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 _HAN = re.compile(r"[\u3400-\u9fff]")
 _KANA_HANGUL = re.compile(r"[\u3040-\u30ff\uac00-\ud7af]")
 # Ways a model says it cannot answer without using the sentinel.
@@ -83,7 +83,7 @@ class AnswerEngine:
 
     def _condense(self, question: str, history: list[dict[str, str]]) -> str:
         turns = history[-self.settings.history_turns :] if self.settings.history_turns else []
-        if not turns and not _CJK.search(question):
+        if not turns and not has_cjk(question):
             return question
         transcript = "\n".join(f"{t.get('role', 'user')}: {str(t.get('content', ''))[:600]}" for t in turns) or "(none)"
         prompt = self.prompts.condense.format(history=transcript, question=question)
@@ -372,7 +372,7 @@ class AnswerEngine:
         about = subject or (plan.subject if plan.confidence >= self.settings.subject_threshold else None)
         # The slot and focus of a question in another language are read from the model's English
         # rewrite, which may ask for more than the user did: the checks after the draft still apply.
-        translated = question != query and bool(_CJK.search(question))
+        translated = question != query and has_cjk(question)
         if about is not None and not translated and intent.kind == "fact" and intent.slot not in ("mechanism", "yes_no", "other", "paper"):
             if not decide.focus_sentences(intent, self.sentences.get(about.paper), question):
                 # No sentence of the paper it is about says what is asked ("the batch size") and

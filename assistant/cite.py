@@ -18,13 +18,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .load import clean_markup, split_sentences
+from .text import clean_markup, has_cjk, split_sentences
 from .types import Citation, Paper, Span
 
 Encode = Callable[[list[str]], np.ndarray]
 
 _MARKERS = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 # ASCII-only boundaries: in Chinese text a number or name sits right next to other letters.
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(\d+(?:[.,]\d+)*)(\s?%|[KMBkmb×x](?![A-Za-z])|×)?")
 _TERM = re.compile(r"(?<![A-Za-z0-9_-])([A-Za-z][A-Za-z0-9^]*(?:-[A-Za-z0-9]+)*)(?![A-Za-z0-9_-])")
@@ -179,7 +178,7 @@ def verify(
     if not claims:
         return Verified("", [], [], [], 0.0)
 
-    latin = [c for c in claims if not _CJK.search(c.text) and not c.supported]
+    latin = [c for c in claims if not has_cjk(c.text) and not c.supported]
     vectors = encode([c.text for c in latin]) if latin else np.zeros((0, 1))
     vector_of = {id(c): vectors[i] for i, c in enumerate(latin)}
     known = known_text.lower()

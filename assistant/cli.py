@@ -15,7 +15,7 @@ from typing import Any
 
 from .config import Settings
 from .errors import AssistantError
-from .load import clean_markup
+from .text import clean_markup
 
 EXAMPLES = """examples:
   assistant index                      build or update the index of the bundled ICML 2026 abstracts

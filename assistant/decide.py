@@ -31,7 +31,7 @@ import numpy as np
 import Stemmer
 
 from .cite import Source, has_number, numbers_in, sentence_pairs
-from .load import NOT_NAMES
+from .text import NOT_NAMES
 from .types import Paper, Passage
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -41,7 +41,6 @@ Action = Literal["answer", "near_miss", "refuse"]
 
 _STEM = Stemmer.Stemmer("english")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9^]*(?:[-'][A-Za-z0-9]+)*")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 # Function words, question words and the generic vocabulary of questions about papers: never a
 # name and never what a question asks for.

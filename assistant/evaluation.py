@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import PROJECT_ROOT, Settings
-from .load import clean_markup
+from .text import clean_markup
 
 QUESTIONS_PATH = PROJECT_ROOT / "eval" / "questions.jsonl"
 BASELINE_PATH = PROJECT_ROOT / "eval" / "baseline.json"

@@ -16,57 +16,13 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 
+from . import text as text_rules
 from .errors import CorpusError
+from .text import NOT_NAMES, clean_markup, split_sentences
 from .types import Paper
 
 MAX_FILE_BYTES = 200 * 1024 * 1024
 
-# LaTeX commands whose argument is kept as plain text.
-_TEXT_COMMANDS = r"textbf|textit|emph|text|mathrm|mathbf|mathit|mathcal|mathbb|widetilde|tilde|hat|bar|url|operatorname"
-_SYMBOLS = {
-    r"\times": "×", r"\cdot": "·", r"\sim": "~", r"\approx": "≈", r"\leq": "≤", r"\le": "≤",
-    r"\geq": "≥", r"\ge": "≥", r"\neq": "≠", r"\infty": "∞", r"\pm": "±", r"\to": "→",
-    r"\rightarrow": "→", r"\alpha": "α", r"\beta": "β", r"\gamma": "γ", r"\delta": "δ",
-    r"\Delta": "Δ", r"\epsilon": "ε", r"\varepsilon": "ε", r"\eta": "η", r"\theta": "θ",
-    r"\lambda": "λ", r"\mu": "μ", r"\pi": "π", r"\rho": "ρ", r"\sigma": "σ", r"\tau": "τ",
-    r"\phi": "φ", r"\omega": "ω", r"\Omega": "Ω", r"\sqrt": "√", r"\log": "log", r"\min": "min",
-    r"\max": "max", r"\left": "", r"\right": "", r"\%": "%", r"\&": "&", r"\_": "_",
-}
-_SYMBOL_RE = re.compile("|".join(re.escape(k) + r"(?![A-Za-z])" for k in sorted(_SYMBOLS, key=len, reverse=True)))
-
-
-def clean_markup(text: str) -> str:
-    """Turn the LaTeX and Markdown markup of abstracts into readable plain text.
-
-    Hand-written because abstracts mix inline LaTeX with Markdown emphasis in ways no
-    converter handles as a whole; the rules cover what paper abstracts actually use.
-    """
-    out = text
-    out = re.sub(r"\\frac\{([^{}]*)\}\{([^{}]*)\}", r"\1/\2", out)
-    for _ in range(3):  # nested commands such as \widetilde{\mathcal{O}}
-        out = re.sub(r"\\(?:%s)\{([^{}]*)\}" % _TEXT_COMMANDS, r"\1", out)
-    out = _SYMBOL_RE.sub(lambda m: _SYMBOLS[m.group(0)], out)
-    out = re.sub(r"\^\{([^{}]*)\}", r"^\1", out)
-    out = re.sub(r"_\{([^{}]*)\}", r"_\1", out)
-    out = re.sub(r"\$([^$]*)\$", r"\1", out)  # drop math delimiters, keep the content
-    out = re.sub(r"\*\*([^*]+?)\*\*", r"\1", out)  # Markdown bold (also **I**n-context)
-    out = re.sub(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])", r"\1", out)  # Markdown italics
-    out = re.sub(r"(?<![\w_])_([^_\s][^_]*?)_(?![\w_])", r"\1", out)  # Markdown _italics_
-    out = re.sub(r"``|''", '"', out)  # LaTeX quotes
-    out = re.sub(r"\\([A-Za-z]+)", r"\1", out)  # any command left: keep its name as text
-    out = out.replace("{", "").replace("}", "")
-    out = re.sub(r"(\d)\s+×", r"\1×", out)
-    return re.sub(r"\s+", " ", out).strip()
-
-
-# Words that look like names but are not a paper's own method.
-NOT_NAMES = {
-    "LLM", "LLMs", "AI", "RL", "SOTA", "CNN", "CNNs", "KV", "GPU", "GPUs", "MoE", "ICL", "UQ",
-    "We", "Our", "This", "The", "In", "To", "A", "An", "It", "However", "Transformer", "Transformers",
-    "RAG", "MLLMs", "MLLM", "LVLMs", "LVLM", "DiTs", "DiT", "BGs", "TDD", "RLVR", "STEM", "ML", "NLP",
-    "FCL", "GFT", "RS", "ERM", "SGD", "LLaMA", "Qwen", "GPT", "ImageNet", "CIFAR", "Shapley", "Markov",
-    "Monte", "Carlo", "Boltzmann", "Earth", "Lp", "TPR", "FPR", "OOD", "MDP", "MDPs", "VLM", "VLMs",
-}
 _TRIGGER = re.compile(
     r"\b(?:propose|proposes|introduce|introduces|present|presents|develop|develops|called|named|dubbed|termed|coined)\b",
     re.IGNORECASE,
@@ -128,21 +84,6 @@ def derive_title(text: str) -> str:
     words = re.sub(r"[^\w\s-]", "", gist).split()
     title = " ".join(words[:8]) + ("…" if len(words) > 8 else "")
     return title[:1].upper() + title[1:]
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z$*(\[\\\"'])")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split an abstract into sentences (abbreviations such as 'e.g.' stay joined)."""
-    parts = _SENTENCE_END.split(text.strip())
-    merged: list[str] = []
-    for part in parts:
-        if merged and re.search(r"\b(?:e\.g|i\.e|et al|vs|cf|Fig|Eq|resp)\.$", merged[-1]):
-            merged[-1] = f"{merged[-1]} {part}"
-        else:
-            merged.append(part)
-    return [p for p in merged if p.strip()]
 
 
 def paper_id(source: str, ordinal: int) -> str:
@@ -222,9 +163,9 @@ def _load_jsonl(path: Path, raw: str) -> list[Paper]:
 
 
 # Parsing (markup cleaning, titles) costs ~0.5 ms per abstract, 5 s for 10,000: start-up
-# reuses the parse of an unchanged file. The key covers this module's own source, so any
-# change to the parsing rules invalidates every cached parse.
-_PARSER_KEY = hashlib.sha1(Path(__file__).read_bytes()).hexdigest()
+# reuses the parse of an unchanged file. The key covers the source of this module and of the
+# text rules it applies, so any change to the parsing rules invalidates every cached parse.
+_PARSER_KEY = hashlib.sha1(Path(__file__).read_bytes() + Path(text_rules.__file__).read_bytes()).hexdigest()
 _CACHE_FILES_KEPT = 64
 
 

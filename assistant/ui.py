@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import Settings
 from .errors import AssistantError
-from .load import clean_markup, split_sentences
+from .text import clean_markup, split_sentences
 from .types import Answer, Citation, Paper, Passage
 
 if TYPE_CHECKING:

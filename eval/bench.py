@@ -44,7 +44,8 @@ from assistant.chunk import chunk_papers  # noqa: E402
 from assistant.config import BUNDLED_CORPUS, Settings  # noqa: E402
 from assistant.embed import make_embedder  # noqa: E402
 from assistant.index import corpus_fingerprint  # noqa: E402
-from assistant.load import load_papers, split_sentences  # noqa: E402
+from assistant.load import load_papers  # noqa: E402
+from assistant.text import split_sentences  # noqa: E402
 from assistant.retrieve import HybridRetriever  # noqa: E402
 from assistant.store import Store  # noqa: E402
 from assistant.types import Answer  # noqa: E402

@@ -21,7 +21,8 @@ from conftest import CORPUS_FILES, HANG_GUARD, ScriptedLLM, cli_env, make_settin
 
 from assistant import Assistant
 from assistant.config import PROJECT_ROOT
-from assistant.load import load_papers, split_sentences
+from assistant.load import load_papers
+from assistant.text import split_sentences
 
 VEGAS_QUESTION = "What decoding throughput speedup does Vegas get over default vLLM?"
 VEGAS_LINE = "1. Vegas  (001_65baa146f2004b22.txt #6)"

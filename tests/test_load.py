@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from assistant.errors import CorpusError
-from assistant.load import clean_markup, load_file, load_papers, paper_id
+from assistant.load import load_file, load_papers, paper_id
+from assistant.text import clean_markup
 from assistant.types import Paper
 
 from conftest import CORPUS_FILES

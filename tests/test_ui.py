@@ -20,7 +20,8 @@ import pytest
 from conftest import Fault, ScriptedLLM, free_port, make_settings
 
 from assistant import Assistant, AssistantError, Settings, ui
-from assistant.load import clean_markup, make_paper, split_sentences
+from assistant.load import make_paper
+from assistant.text import clean_markup, split_sentences
 from assistant.prompts import REFUSAL_SENTINEL
 from assistant.types import Answer, Citation, Paper, Passage
 

@@ -1,0 +1,79 @@
+"""Text helpers shared by every stage: markup cleaning, sentence splitting, script detection.
+
+Abstracts are parsed (`load`), quoted (`cite`), weighed (`decide`) and shown (`ui`, `cli`) as
+the same plain text split into the same sentences, so these rules live in one place.
+"""
+
+from __future__ import annotations
+
+import re
+
+# LaTeX commands whose argument is kept as plain text.
+_TEXT_COMMANDS = r"textbf|textit|emph|text|mathrm|mathbf|mathit|mathcal|mathbb|widetilde|tilde|hat|bar|url|operatorname"
+_SYMBOLS = {
+    r"\times": "×", r"\cdot": "·", r"\sim": "~", r"\approx": "≈", r"\leq": "≤", r"\le": "≤",
+    r"\geq": "≥", r"\ge": "≥", r"\neq": "≠", r"\infty": "∞", r"\pm": "±", r"\to": "→",
+    r"\rightarrow": "→", r"\alpha": "α", r"\beta": "β", r"\gamma": "γ", r"\delta": "δ",
+    r"\Delta": "Δ", r"\epsilon": "ε", r"\varepsilon": "ε", r"\eta": "η", r"\theta": "θ",
+    r"\lambda": "λ", r"\mu": "μ", r"\pi": "π", r"\rho": "ρ", r"\sigma": "σ", r"\tau": "τ",
+    r"\phi": "φ", r"\omega": "ω", r"\Omega": "Ω", r"\sqrt": "√", r"\log": "log", r"\min": "min",
+    r"\max": "max", r"\left": "", r"\right": "", r"\%": "%", r"\&": "&", r"\_": "_",
+}
+_SYMBOL_RE = re.compile("|".join(re.escape(k) + r"(?![A-Za-z])" for k in sorted(_SYMBOLS, key=len, reverse=True)))
+
+
+def clean_markup(text: str) -> str:
+    """Turn the LaTeX and Markdown markup of abstracts into readable plain text.
+
+    Hand-written because abstracts mix inline LaTeX with Markdown emphasis in ways no
+    converter handles as a whole; the rules cover what paper abstracts actually use.
+    """
+    out = text
+    out = re.sub(r"\\frac\{([^{}]*)\}\{([^{}]*)\}", r"\1/\2", out)
+    for _ in range(3):  # nested commands such as \widetilde{\mathcal{O}}
+        out = re.sub(r"\\(?:%s)\{([^{}]*)\}" % _TEXT_COMMANDS, r"\1", out)
+    out = _SYMBOL_RE.sub(lambda m: _SYMBOLS[m.group(0)], out)
+    out = re.sub(r"\^\{([^{}]*)\}", r"^\1", out)
+    out = re.sub(r"_\{([^{}]*)\}", r"_\1", out)
+    out = re.sub(r"\$([^$]*)\$", r"\1", out)  # drop math delimiters, keep the content
+    out = re.sub(r"\*\*([^*]+?)\*\*", r"\1", out)  # Markdown bold (also **I**n-context)
+    out = re.sub(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])", r"\1", out)  # Markdown italics
+    out = re.sub(r"(?<![\w_])_([^_\s][^_]*?)_(?![\w_])", r"\1", out)  # Markdown _italics_
+    out = re.sub(r"``|''", '"', out)  # LaTeX quotes
+    out = re.sub(r"\\([A-Za-z]+)", r"\1", out)  # any command left: keep its name as text
+    out = out.replace("{", "").replace("}", "")
+    out = re.sub(r"(\d)\s+×", r"\1×", out)
+    return re.sub(r"\s+", " ", out).strip()
+
+
+# Words that look like names but are not a paper's own method.
+NOT_NAMES = {
+    "LLM", "LLMs", "AI", "RL", "SOTA", "CNN", "CNNs", "KV", "GPU", "GPUs", "MoE", "ICL", "UQ",
+    "We", "Our", "This", "The", "In", "To", "A", "An", "It", "However", "Transformer", "Transformers",
+    "RAG", "MLLMs", "MLLM", "LVLMs", "LVLM", "DiTs", "DiT", "BGs", "TDD", "RLVR", "STEM", "ML", "NLP",
+    "FCL", "GFT", "RS", "ERM", "SGD", "LLaMA", "Qwen", "GPT", "ImageNet", "CIFAR", "Shapley", "Markov",
+    "Monte", "Carlo", "Boltzmann", "Earth", "Lp", "TPR", "FPR", "OOD", "MDP", "MDPs", "VLM", "VLMs",
+}
+
+# Chinese, Japanese and Korean characters: a question in one of these scripts is answered in it.
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+def has_cjk(text: str) -> bool:
+    """Whether the text holds Chinese, Japanese or Korean characters."""
+    return bool(CJK.search(text))
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z$*(\[\\\"'])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split an abstract into sentences (abbreviations such as 'e.g.' stay joined)."""
+    parts = _SENTENCE_END.split(text.strip())
+    merged: list[str] = []
+    for part in parts:
+        if merged and re.search(r"\b(?:e\.g|i\.e|et al|vs|cf|Fig|Eq|resp)\.$", merged[-1]):
+            merged[-1] = f"{merged[-1]} {part}"
+        else:
+            merged.append(part)
+    return [p for p in merged if p.strip()]
