@@ -1,7 +1,9 @@
 """Command line: a thin layer over the Python API (`assistant --help`).
 
-Settings come from `ASSISTANT_*` environment variables and the flags below; errors are
-turned into one readable line and a non-zero exit code here, and nowhere else.
+Every subcommand lives here (index, papers, retrieve, ask, chat, serve, eval), and
+`settings_from_args` is the one place flags become a `Settings`. Settings come from
+`ASSISTANT_*` environment variables and the flags below; errors are turned into one readable
+line and a non-zero exit code here, and nowhere else.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,7 +33,8 @@ environment: every setting is also an ASSISTANT_* variable, e.g. ASSISTANT_CHROM
 ASSISTANT_LLM_BASE_URL, ASSISTANT_LLM_MODEL (see README)."""
 
 
-def _settings(args: argparse.Namespace) -> Settings:
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """The settings of one command: `ASSISTANT_*` variables, overridden by the flags given."""
     overrides: dict[str, Any] = {}
     for name in ("index_dir", "chroma_host", "chroma_port"):
         value = getattr(args, name, None)
@@ -39,7 +43,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     return Settings(**overrides)
 
 
-def _progress_bar() -> Callable[[int, int], None]:
+def progress_bar() -> Callable[[int, int], None]:
     from tqdm import tqdm
 
     bar: dict[str, Any] = {}
@@ -58,13 +62,13 @@ def _progress_bar() -> Callable[[int, int], None]:
 def _open(settings: Settings) -> Any:
     from .api import Assistant
 
-    return Assistant.from_settings(settings, notify=lambda m: print(m, file=sys.stderr), progress=_progress_bar())
+    return Assistant.from_settings(settings, notify=lambda m: print(m, file=sys.stderr), progress=progress_bar())
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     from .api import reindex
 
-    report = reindex(_settings(args), [Path(p) for p in args.paths] or None, args.rebuild, progress=_progress_bar())
+    report = reindex(settings_from_args(args), [Path(p) for p in args.paths] or None, args.rebuild, progress=progress_bar())
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     for note in report.notes:
@@ -78,7 +82,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_papers(args: argparse.Namespace) -> int:
-    assistant = _open(_settings(args))
+    assistant = _open(settings_from_args(args))
     if args.json:
         print(json.dumps([{k: getattr(p, k) for k in ("id", "title", "source", "ordinal")} for p in assistant.papers], indent=1))
         return 0
@@ -90,7 +94,7 @@ def cmd_papers(args: argparse.Namespace) -> int:
 
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
-    assistant = _open(_settings(args))
+    assistant = _open(settings_from_args(args))
     hits = assistant.retrieve(args.question, k=args.k, source=args.source)
     if args.json:
         rows = [
@@ -158,7 +162,7 @@ def _run_question(assistant: Any, question: str, history: list[dict[str, str]], 
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    assistant = _open(_settings(args))
+    assistant = _open(settings_from_args(args))
     try:
         final = _run_question(assistant, args.question, [], args)
     finally:
@@ -167,7 +171,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    assistant = _open(_settings(args))
+    assistant = _open(settings_from_args(args))
     history: list[dict[str, str]] = []
     print("Ask about the papers. Commands: /new starts a new conversation, /quit (or Ctrl-D) leaves.", file=sys.stderr)
     try:
@@ -193,6 +197,99 @@ def cmd_chat(args: argparse.Namespace) -> int:
             history += [{"role": "user", "content": question}, {"role": "assistant", "content": final.text}]
     finally:
         assistant.close()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .ui import serve
+
+    serve(settings_from_args(args), host=args.host, port=args.port)
+    return 0
+
+
+def _split(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """`assistant eval`: run, report, print the table, and optionally gate or refresh the baseline."""
+    from tqdm import tqdm
+
+    from .api import Assistant
+    from .evaluation import (
+        baseline_section, check, comparison_table, format_table, load_questions, run_eval, select_questions, summarize,
+        write_report,
+    )
+
+    baseline_path = Path(args.baseline)
+    mode = "retrieval-only" if args.retrieval_only else "full"
+    baseline = json.loads(baseline_path.read_text(encoding="utf-8")) if baseline_path.is_file() else None
+    ids, types = _split(args.ids), _split(args.types)
+    if args.check and not (ids or types or args.limit):
+        if not baseline or mode not in baseline:
+            print(f"error: {baseline_path} has no '{mode}' baseline to check against", file=sys.stderr)
+            return 2
+        ids = list(baseline[mode]["ids"])  # gate on exactly the baseline's questions
+    try:
+        questions = select_questions(load_questions(args.questions), ids, types, args.limit)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not questions:
+        print("error: no questions selected", file=sys.stderr)
+        return 2
+
+    settings = settings_from_args(args)
+    started = time.perf_counter()
+    assistant = Assistant.from_settings(settings, notify=lambda m: print(m, file=sys.stderr), progress=progress_bar())
+    try:
+        if not args.retrieval_only:
+            print("Starting the language model…", file=sys.stderr)
+        bar = tqdm(total=len(questions), unit="q", desc=f"Evaluating ({mode})", file=sys.stderr)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(done - bar.n)
+
+        results = run_eval(assistant, questions, retrieval_only=args.retrieval_only, progress=progress)
+        bar.close()
+        meta: dict[str, Any] = {"wall_seconds": round(time.perf_counter() - started, 1)}
+        if not args.retrieval_only:
+            meta["llm"] = getattr(assistant.llm, "name", settings.llm_model)
+            if "llm_start" in assistant.timings:
+                meta["llm_start_seconds"] = round(assistant.timings["llm_start"], 1)
+    finally:
+        assistant.close()
+
+    summary = summarize(results, settings, meta)
+    folder = write_report(results, summary, args.out)
+    print(format_table(summary))
+    print(f"\n{len(questions)} questions in {summary['wall_seconds']:.0f} s; report: {folder}", file=sys.stderr)
+
+    status = 0
+    if args.check:
+        if not baseline:
+            print(f"error: no baseline at {baseline_path}", file=sys.stderr)
+            return 2
+        try:
+            regressions = check(summary, baseline)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"\nBaseline ({baseline_path}) vs now, all questions:\n" + comparison_table(summary, baseline))
+        if regressions:
+            print(f"\nREGRESSION: {len(regressions)} metric(s) fell beyond tolerance:")
+            for line in regressions:
+                print(f"  - {line}")
+            status = 1
+        else:
+            print("\nNo metric fell beyond tolerance.")
+    if args.write_baseline:
+        updated = dict(baseline or {})
+        updated.setdefault("note", "Figures measured by `assistant eval`; see the README next to this file. Refresh deliberately "
+                                   "with --write-baseline.")
+        updated[mode] = baseline_section(summary, (baseline or {}).get(mode))
+        baseline_path.write_text(json.dumps(updated, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"Wrote the '{mode}' baseline to {baseline_path}", file=sys.stderr)
+    return status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -240,10 +337,35 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("chat", parents=[answering], help="interactive terminal chat with history")
     p.set_defaults(run=cmd_chat)
 
-    from . import evaluation, ui  # registered here; their heavy imports happen only when run
+    p = sub.add_parser(
+        "serve", parents=[common], help="start the chat UI in the browser",
+        description="Serve the chat UI (Gradio) on http://HOST:PORT. It binds to 127.0.0.1 by default; any other "
+        "address requires ASSISTANT_USERNAME and ASSISTANT_PASSWORD. Nothing is shared or sent elsewhere.",
+    )
+    p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1, or ASSISTANT_HOST)")
+    p.add_argument("--port", type=int, default=None, help="port (default 7860, or ASSISTANT_PORT)")
+    p.set_defaults(run=cmd_serve)
 
-    ui.add_cli(sub, common)
-    evaluation.add_cli(sub, common)
+    # The evaluation set's paths and types are light constants; the harness loads when `eval` runs.
+    from .evaluation.dataset import BASELINE_PATH, QUESTIONS_PATH, REPORTS_DIR, TYPES
+
+    p = sub.add_parser(
+        "eval", parents=[common], help=f"measure retrieval and answer quality on {QUESTIONS_PATH.name}",
+        description=f"Run the evaluation set ({QUESTIONS_PATH}) through the assistant and write a report folder "
+        f"under {REPORTS_DIR} (results.jsonl, summary.json, summary.md, plots). The LLM backend comes from "
+        "ASSISTANT_LLM_* variables.",
+    )
+    p.add_argument("--retrieval-only", action="store_true", help="rank papers only, no LLM (runs in seconds)")
+    p.add_argument("--limit", type=int, help="only the first N selected questions")
+    p.add_argument("--types", help=f"comma-separated question types ({','.join(TYPES)})")
+    p.add_argument("--ids", help="comma-separated question ids, e.g. q001,q028")
+    p.add_argument("--check", action="store_true", help="exit 1 when a metric fell below the baseline beyond tolerance "
+                   "(without --ids/--types/--limit: runs the baseline's questions)")
+    p.add_argument("--baseline", type=Path, default=BASELINE_PATH, help=f"baseline file (default {BASELINE_PATH})")
+    p.add_argument("--write-baseline", action="store_true", help="store this run's figures as the baseline for its mode")
+    p.add_argument("--out", type=Path, default=REPORTS_DIR, help=f"reports folder (default {REPORTS_DIR})")
+    p.add_argument("--questions", type=Path, default=QUESTIONS_PATH, help=f"evaluation set (default {QUESTIONS_PATH})")
+    p.set_defaults(run=cmd_eval)
     return parser
 
 

@@ -922,38 +922,3 @@ def serve(settings: Settings | None = None, host: str | None = None, port: int |
         app.launch(server_name=host, server_port=port, auth=auth, show_error=False, quiet=True, **launch_options())
     finally:
         assistant.close()
-
-
-def add_cli(subparsers: Any, common_parent: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Register `assistant serve` on the CLI's subparsers."""
-    parser = subparsers.add_parser(
-        "serve",
-        parents=[common_parent],
-        help="start the chat UI in the browser",
-        description="Serve the chat UI (Gradio) on http://HOST:PORT. It binds to 127.0.0.1 by default; any other "
-        "address requires ASSISTANT_USERNAME and ASSISTANT_PASSWORD. Nothing is shared or sent elsewhere.",
-    )
-    parser.add_argument("--host", default=None, help="address to bind (default 127.0.0.1, or ASSISTANT_HOST)")
-    parser.add_argument("--port", type=int, default=None, help="port (default 7860, or ASSISTANT_PORT)")
-    parser.set_defaults(run=_cmd_serve)
-    return parser
-
-
-def _settings_from(args: argparse.Namespace) -> Settings:
-    overrides = {
-        name: getattr(args, name)
-        for name in ("index_dir", "chroma_host", "chroma_port")
-        if getattr(args, name, None) is not None
-    }
-    return Settings(**overrides)
-
-
-def _cmd_serve(args: argparse.Namespace) -> int:
-    serve(_settings_from(args), host=args.host, port=args.port)
-    return 0
-
-
-if __name__ == "__main__":  # `python -m assistant.ui [--port P]` is `assistant serve [--port P]`
-    from .cli import main
-
-    sys.exit(main(["serve", *sys.argv[1:]]))

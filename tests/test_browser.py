@@ -52,11 +52,11 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def server(shared_index_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`python -m assistant.ui` on a free loopback port, stopped by pid afterwards."""
+    """`python -m assistant serve` on a free loopback port, stopped by pid afterwards."""
     port = free_port()
     log_path = tmp_path_factory.mktemp("ui-server") / "server.log"
     url = f"http://127.0.0.1:{port}/"
-    command = [sys.executable, "-m", "assistant.ui", "--host", "127.0.0.1", "--port", str(port),
+    command = [sys.executable, "-m", "assistant", "serve", "--host", "127.0.0.1", "--port", str(port),
                "--index-dir", str(shared_index_dir)]
     with running_server(command, url, log_path, start_timeout=180, stop_timeout=20, cwd=PROJECT):
         yield url

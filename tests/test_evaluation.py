@@ -423,11 +423,11 @@ def test_cli_check_and_write_baseline(shared_index_dir: Path, tmp_path: Path, ca
 
 def test_the_evaluation_set_is_read_by_the_harness_only() -> None:
     """No other code path or prompt may see the set: no reference to the file, no question text."""
-    root = ev.PROJECT_ROOT
+    root = Path(__file__).resolve().parent.parent
     questions = ev.load_questions()
     snippets = [q["question"][:40] for q in questions if len(q["question"]) >= 15]
-    for path in [*sorted((root / "assistant").glob("*.py")), *sorted((root / "prompts").glob("*"))]:
-        if path.name == "evaluation.py" or not path.is_file():
+    for path in [*sorted((root / "assistant").rglob("*.py")), *sorted((root / "prompts").glob("*"))]:
+        if "evaluation" in path.relative_to(root).parts or not path.is_file():
             continue
         text = path.read_text(encoding="utf-8")
         assert "questions.jsonl" not in text and "eval/" not in text, path

@@ -525,13 +525,12 @@ def test_loopback_needs_no_login_but_other_addresses_do(tmp_path: Path) -> None:
 
 
 def test_cli_registers_serve() -> None:
-    parser = argparse.ArgumentParser(prog="assistant")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--index-dir", type=Path)
-    ui.add_cli(parser.add_subparsers(dest="command"), common)
+    from assistant import cli
+
+    parser = cli.build_parser()
     args = parser.parse_args(["serve", "--port", "7999", "--index-dir", "/tmp/x"])
     assert (args.host, args.port, args.index_dir) == (None, 7999, Path("/tmp/x"))
-    assert args.run is ui._cmd_serve
+    assert args.run is cli.cmd_serve
     assert "127.0.0.1" in parser._subparsers._group_actions[0].choices["serve"].format_help()
 
 

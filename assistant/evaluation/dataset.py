@@ -1,0 +1,80 @@
+"""The evaluation set: where it lives, its question types, and reading and selecting questions.
+
+The only place that opens eval/questions.jsonl (written by hand from the abstracts; see
+eval/README.md). The set must never reach prompts, retrieval or any other code path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from ..config import PROJECT_ROOT
+
+# The set, its baseline and its reports live in the checkout, next to eval/README.md; an installed
+# assistant is pointed at them with --questions / --baseline / --out.
+QUESTIONS_PATH = PROJECT_ROOT / "eval" / "questions.jsonl"
+BASELINE_PATH = PROJECT_ROOT / "eval" / "baseline.json"
+REPORTS_DIR = PROJECT_ROOT / "eval" / "reports"
+
+TYPES = ("fact", "method", "paraphrase", "which_paper", "multi_paper", "topic", "comparison", "unanswerable",
+         "near_miss", "follow_up", "chinese")
+UNANSWERABLE = ("unanswerable", "near_miss")  # no gold papers: the right outcome is a refusal
+
+
+def paper_key(source: str, ordinal: int) -> str:
+    """How results name a paper: corpus file and 1-based position, e.g. `001_x.txt#6`."""
+    return f"{source}#{ordinal}"
+
+
+def load_questions(path: Path | str = QUESTIONS_PATH) -> list[dict[str, Any]]:
+    """Read and validate the evaluation set (one JSON object per line)."""
+    path = Path(path)
+    questions: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            q = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}, line {number}: invalid JSON ({exc.msg})") from exc
+        missing = {"id", "question", "type", "gold", "facts", "history"} - set(q)
+        if missing:
+            raise ValueError(f"{path}, line {number}: missing keys {sorted(missing)}")
+        if q["type"] not in TYPES:
+            raise ValueError(f"{path}, line {number}: unknown type {q['type']!r} (one of {', '.join(TYPES)})")
+        if q["id"] in seen:
+            raise ValueError(f"{path}, line {number}: duplicate id {q['id']}")
+        if not all(isinstance(g, dict) and {"source", "ordinal"} <= set(g) for g in q["gold"]):
+            raise ValueError(f"{path}, line {number}: gold must be a list of {{source, ordinal}}")
+        if (q["type"] in UNANSWERABLE) != (not q["gold"]):
+            raise ValueError(f"{path}, line {number}: exactly the unanswerable and near_miss questions have no gold papers")
+        if q["type"] == "near_miss" and not q.get("about"):
+            raise ValueError(f"{path}, line {number}: a near_miss question names the paper it is 'about'")
+        seen.add(q["id"])
+        questions.append(q)
+    return questions
+
+
+def select_questions(
+    questions: list[dict[str, Any]], ids: Collection[str] | None = None, types: Collection[str] | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """The questions a run covers: by id, then by type, then the first `limit` (file order kept)."""
+    if ids:
+        unknown = set(ids) - {q["id"] for q in questions}
+        if unknown:
+            raise ValueError(f"unknown question ids: {', '.join(sorted(unknown))}")
+        questions = [q for q in questions if q["id"] in set(ids)]
+    if types:
+        unknown = set(types) - set(TYPES)
+        if unknown:
+            raise ValueError(f"unknown question types: {', '.join(sorted(unknown))} (known: {', '.join(TYPES)})")
+        questions = [q for q in questions if q["type"] in set(types)]
+    return questions[:limit] if limit else questions
+
+
+# -- metrics: pure functions ------------------------------------------------------------------
