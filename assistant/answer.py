@@ -136,16 +136,16 @@ class AnswerEngine:
     # -- replies that need no model ------------------------------------------------------------
 
     def _refusal(self, answer: Answer, passages: list[Passage]) -> Answer:
-        closest = "; ".join(f"{p.paper.title} ({p.paper.source} #{p.paper.ordinal})" for p in passages[:3])
+        closest = "; ".join(f"{p.paper.title} ({p.paper.label})" for p in passages[:3])
         answer.text = self.prompts.refusal.format(closest=f" The closest papers are: {closest}." if closest else "")
-        answer.refused, answer.status = True, "not_in_abstracts"
+        answer.status = "not_in_abstracts"
         answer.citations, answer.flagged = [], []
         return answer
 
     def _near_miss(self, answer: Answer, source: Source, missing: str, evidence: list[Evidence]) -> Answer:
         """The paper is found but its abstract does not give what was asked: say what it does say."""
         closest = decide.best(evidence, 1)
-        answer.refused, answer.status = True, "not_in_abstracts"
+        answer.status = "not_in_abstracts"
         answer.flagged = []
         title = source.paper.title
         if not closest:
@@ -173,7 +173,7 @@ class AnswerEngine:
         answer.text = f"{lead}{body} [{source.number}]"
         answer.citations = [make_citation(source.number, source.paper, source.raw_sentences, indices)]
         answer.flagged = []
-        answer.status, answer.refused = "answered", False
+        answer.status = "answered"
         answer.notices.append("Answered with the abstract's own sentences: the model declined, or its wording could not be verified.")
         return answer
 
@@ -215,7 +215,7 @@ class AnswerEngine:
         answer.text = f"{count} in the collection {'is' if len(members) == 1 else 'are'} about {intent.topic or 'this'}:\n" + "\n".join(lines)
         answer.citations = citations
         answer.passages = [p for p, _ in members] + [p for _, p, _ in scored if p not in {m for m, _ in members}][:2]
-        answer.status, answer.refused = "answered", False
+        answer.status = "answered"
         return answer
 
     # -- the whole pipeline ----------------------------------------------------------------
@@ -313,7 +313,7 @@ class AnswerEngine:
                 text = "".join(draft)
             timings["generate"] = time.perf_counter() - mark
         except LLMError as exc:
-            answer.retrieval_only, answer.status = True, "llm_failed"
+            answer.status = "llm_failed"
             answer.notices.append(str(exc))
             answer.text = "The language model could not answer, so here are the most relevant papers instead."
             timings["total"] = time.perf_counter() - started
@@ -448,7 +448,7 @@ class AnswerEngine:
             ]
         if answered:
             answer.text, answer.citations, answer.flagged = verified.text, verified.citations, verified.flagged
-            answer.timings["supported_share"] = verified.supported_share
+            answer.supported_share = verified.supported_share
             if intent.kind == "which_paper":
                 answer.text = _name_the_paper(answer.text, answer.citations)
             if intent.kind == "comparison":

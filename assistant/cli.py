@@ -84,11 +84,11 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_papers(args: argparse.Namespace) -> int:
     assistant = _open(settings_from_args(args))
     if args.json:
-        print(json.dumps([{k: getattr(p, k) for k in ("id", "title", "source", "ordinal")} for p in assistant.papers], indent=1))
+        print(json.dumps([p.to_json() for p in assistant.papers], indent=1, ensure_ascii=False))
         return 0
     width = min(50, max(len(p.title) for p in assistant.papers))
     for paper in assistant.papers:
-        print(f"{paper.id:28} {paper.title[:width]:{width}}  {paper.source} #{paper.ordinal}")
+        print(f"{paper.id:28} {paper.title[:width]:{width}}  {paper.label}")
     print(f"{len(assistant.papers)} papers", file=sys.stderr)
     return 0
 
@@ -98,23 +98,16 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
     hits = assistant.retrieve(args.question, k=args.k, source=args.source)
     if args.json:
         rows = [
-            {"rank": i, "id": h.paper.id, "title": h.paper.title, "source": h.paper.source, "ordinal": h.paper.ordinal,
-             "score": h.score, "dense": h.dense_score, "bm25": h.keyword_score, "text": h.text}
+            {"rank": i, "paper": h.paper.to_json(), "score": h.score, "dense_score": h.dense_score,
+             "keyword_score": h.keyword_score, "text": h.text}
             for i, h in enumerate(hits, 1)
         ]
         print(json.dumps(rows, indent=1, ensure_ascii=False))
         return 0
     for rank, hit in enumerate(hits, 1):
-        print(f"{rank}. {hit.paper.title}  ({hit.paper.source} #{hit.paper.ordinal})  score {hit.score:.3f}")
+        print(f"{rank}. {hit.paper.title}  ({hit.paper.label})  score {hit.score:.3f}")
         print(f"   {hit.text[:240]}{'…' if len(hit.text) > 240 else ''}")
     return 0
-
-
-def _answer_dict(answer: Any) -> dict[str, Any]:
-    data = answer.to_dict()
-    for passage in data["passages"]:
-        passage["paper"].pop("abstract", None)  # the cleaned text is enough in JSON output
-    return data
 
 
 def _print_answer(answer: Any, out: Any = sys.stdout) -> None:
@@ -125,13 +118,13 @@ def _print_answer(answer: Any, out: Any = sys.stdout) -> None:
         print("\nSources:", file=out)
         for citation in answer.citations:
             paper = citation.paper
-            print(f"  [{citation.marker}] {paper.title} ({paper.source} #{paper.ordinal})", file=out)
+            print(f"  [{citation.marker}] {paper.title} ({paper.label})", file=out)
             passages = [span.text for span in citation.spans] or [citation.quote]
             print("      " + " … ".join(f'"{clean_markup(text)}"' for text in passages), file=out)
-    elif answer.refused or answer.retrieval_only:
+    elif answer.passages:
         print("\nClosest papers:", file=out)
         for passage in answer.passages[:5]:
-            print(f"  - {passage.paper.title} ({passage.paper.source} #{passage.paper.ordinal})", file=out)
+            print(f"  - {passage.paper.title} ({passage.paper.label})", file=out)
     if answer.flagged:
         print("\nNot supported by the abstracts (left uncited or removed):", file=out)
         for sentence in answer.flagged:
@@ -152,7 +145,7 @@ def _run_question(assistant: Any, question: str, history: list[dict[str, str]], 
         print("\n")
     timings = final.timings
     if getattr(args, "json", False):
-        print(json.dumps(_answer_dict(final), indent=1, ensure_ascii=False))
+        print(json.dumps(final.to_json(), indent=1, ensure_ascii=False))
     else:
         _print_answer(final)
         if "first_token" in timings:
@@ -167,7 +160,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         final = _run_question(assistant, args.question, [], args)
     finally:
         assistant.close()
-    return 3 if final.retrieval_only else 0
+    return 3 if final.llm_failed else 0
 
 
 def cmd_chat(args: argparse.Namespace) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from .text import clean_markup
+
 
 @dataclass(frozen=True)
 class Paper:
@@ -28,6 +30,11 @@ class Paper:
     def label(self) -> str:
         """Where the paper is: file name and position, as shown beside citations."""
         return f"{self.source} #{self.ordinal}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The paper without its abstract (`id` is the key every interface uses)."""
+        return {"id": self.id, "title": self.title, "label": self.label, "source": self.source,
+                "ordinal": self.ordinal, "authors": self.authors, "url": self.url}
 
 
 @dataclass(frozen=True)
@@ -75,29 +82,78 @@ Status = Literal["answered", "not_in_abstracts", "llm_failed", "retrieval_only"]
 class Answer:
     """The final, verified answer returned by every interface (Python, CLI, UI, eval).
 
-    `status` says what happened: "answered"; "not_in_abstracts" (the abstracts do not give the
-    answer: the text says so, and for a near miss what the closest abstract does say, cited);
-    "llm_failed" (the model could not answer: the passages are the retrieved papers);
-    "retrieval_only" (papers were asked for without an answer). `refused` is True exactly for
-    "not_in_abstracts" and `retrieval_only` for "llm_failed" and "retrieval_only".
-    `intent` is what the question was read as asking ("fact", "which_paper", "topic", "comparison");
-    `confidence` how closely the best evidence sentence matches the question (the figure the
-    decision thresholds act on).
+    `status` is the one outcome field:
+      * "answered" — the text answers the question; every claim cites its paper;
+      * "not_in_abstracts" — the abstracts do not give the answer: the text says so and, for a
+        near miss, what the closest abstract does say, cited;
+      * "llm_failed" — the model could not answer: `passages` are the retrieved papers and a
+        notice says what happened;
+      * "retrieval_only" — papers were asked for without an answer (a deliberate search).
+    `refused`, `llm_failed` and `retrieval_only` are read from it. `intent` is what the question
+    was read as asking ("fact", "which_paper", "topic", "comparison"); `confidence` how closely
+    the best evidence sentence matches the question (the figure the decision thresholds act on);
+    `supported_share` the share of the answer's sentences the verifier found supported (None
+    when no answer was verified).
     """
 
     question: str
     text: str
+    status: Status = "answered"
     citations: list[Citation] = field(default_factory=list)
-    refused: bool = False
     passages: list[Passage] = field(default_factory=list)
     flagged: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     search_query: str = ""
-    retrieval_only: bool = False
-    status: Status = "answered"
     intent: str = ""
     confidence: float = 0.0
+    supported_share: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    @property
+    def refused(self) -> bool:
+        """The abstracts do not answer the question (and the text says so)."""
+        return self.status == "not_in_abstracts"
+
+    @property
+    def llm_failed(self) -> bool:
+        return self.status == "llm_failed"
+
+    @property
+    def retrieval_only(self) -> bool:
+        """Only the retrieved papers, no answer: by choice, or because the model failed."""
+        return self.status in ("llm_failed", "retrieval_only")
+
+    def to_json(self) -> dict[str, Any]:
+        """The answer as JSON-ready data: the one shape of the CLI's --json, the UI's /ask and the eval.
+
+        Papers appear without their abstracts (their `id` names them); a citation's `quote` reads as
+        displayed (markup cleaned: 1.25×, not 1.25$\\times$) while its `spans` stay verbatim, since
+        their offsets point into the abstract as written.
+        """
+        return {
+            "question": self.question,
+            "status": self.status,
+            "refused": self.refused,
+            "text": self.text,
+            "intent": self.intent,
+            "confidence": round(self.confidence, 4),
+            "supported_share": self.supported_share,
+            "search_query": self.search_query,
+            "citations": [
+                {
+                    "marker": c.marker,
+                    "paper": c.paper.to_json(),
+                    "quote": clean_markup(c.quote),
+                    "spans": [asdict(span) for span in c.spans],
+                }
+                for c in sorted(self.citations, key=lambda c: c.marker)
+            ],
+            "passages": [
+                {"paper": p.paper.to_json(), "score": round(p.score, 4), "dense_score": round(p.dense_score, 4),
+                 "keyword_score": round(p.keyword_score, 4), "text": p.text}
+                for p in self.passages
+            ],
+            "flagged": list(self.flagged),
+            "notices": list(self.notices),
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+        }

@@ -672,7 +672,7 @@ class ChatController:
             gr.Warning(message)
             return session["display"], gr.skip(), job_status(f"Error: {message}", "error"), session
         turn = session["turns"] = session["turns"] + 1
-        answer = Answer(question=question, text="", passages=passages, retrieval_only=True)
+        answer = Answer(question=question, text="", status="retrieval_only", passages=passages)
         panel = render_sources(answer, turn)
         summary = "; ".join(p.paper.title for p in passages[:3])
         self._finish(session, render_ranked(passages, turn), panel, f"Most relevant papers: {summary}", question)

@@ -26,7 +26,7 @@ from assistant.evaluation import (
     write_report,
 )
 
-A, B, C, D, E, F = (f"file.txt#{i}" for i in range(1, 7))
+A, B, C, D, E, F = (ev.paper_key("file.txt", i) for i in range(1, 7))
 # One question of each type, for the small live run.
 SMALL_RUN = ["q001", "q028", "q044", "q065", "q080", "q092", "q108", "q121", "q011", "q084"]
 
@@ -163,13 +163,12 @@ def test_score_question_treats_refusals_as_stating_nothing() -> None:
 
 def _full_result(q: dict, retrieved: list[str], text: str, refused: bool, cited: list[str], share: float | None,
                  first_token: float | None, total: float) -> dict:
-    citations = [{"marker": i, "source": c.split("#")[0], "ordinal": int(c.split("#")[1]), "title": "T", "quote": "q"}
-                 for i, c in enumerate(cited, 1)]
+    citations = [{"marker": i, "paper": {"id": c, "title": "T"}, "quote": "q"} for i, c in enumerate(cited, 1)]
     timings = {"retrieve": 0.05, "total": total, **({"first_token": first_token} if first_token else {})}
     answer = {"text": text, "refused": refused, "cited": cited, "supported_share": share}
     return {
         "id": q["id"], "type": q["type"], "question": q["question"], "history": [], "facts": q["facts"],
-        "gold": [f"{g['source']}#{g['ordinal']}" for g in q["gold"]],
+        "gold": [ev.paper_key(g["source"], g["ordinal"]) for g in q["gold"]],
         "retrieved": [{"paper": r, "title": "T", "score": 0.5} for r in retrieved],
         "answer": text, "refused": refused, "llm_failed": False, "citations": citations, "flagged": [], "notices": [],
         "timings": timings, "scores": score_question(q, retrieved, answer),
@@ -252,12 +251,11 @@ def test_coverage_curve_trades_precision_for_coverage_as_the_threshold_rises() -
 
 def test_a_quote_that_is_not_a_contiguous_passage_of_its_abstract_is_counted() -> None:
     abstract = "First sentence. Second sentence. Third sentence."
-    abstracts = {"f.txt#1": abstract}
-    good = {"source": "f.txt", "ordinal": 1, "quote": "Second sentence.",
-            "spans": [{"start": 16, "end": 32, "text": "Second sentence."}]}
-    glued = {"source": "f.txt", "ordinal": 1, "quote": "First sentence. Third sentence.", "spans": []}
-    misplaced = {"source": "f.txt", "ordinal": 1, "quote": "Third sentence.",
-                 "spans": [{"start": 0, "end": 15, "text": "Third sentence."}]}
+    abstracts = {"f-001": abstract}
+    paper = {"id": "f-001"}
+    good = {"paper": paper, "quote": "Second sentence.", "spans": [{"start": 16, "end": 32, "text": "Second sentence."}]}
+    glued = {"paper": paper, "quote": "First sentence. Third sentence.", "spans": []}
+    misplaced = {"paper": paper, "quote": "Third sentence.", "spans": [{"start": 0, "end": 15, "text": "Third sentence."}]}
     assert ev.quote_problems([good], abstracts) == 0
     assert ev.quote_problems([glued], abstracts) == 1
     assert ev.quote_problems([misplaced], abstracts) == 1
@@ -374,7 +372,8 @@ def test_retrieval_only_run_writes_a_well_formed_report(shared_assistant: Assist
     assert calls[-1] == (10, 10) and len(results) == 10
     for result in results:
         assert len(result["retrieved"]) == 5 and "answer" not in result and "error" not in result
-        assert all("#" in r["paper"] and isinstance(r["score"], float) for r in result["retrieved"])
+        ids = {p.id for p in shared_assistant.papers}
+        assert all(r["paper"] in ids and isinstance(r["score"], float) for r in result["retrieved"])
         assert result["timings"]["retrieve"] > 0
     follow_up = next(r for r in results if r["type"] == "follow_up")
     assert follow_up["search_query"].endswith(follow_up["question"]) and len(follow_up["search_query"]) > len(

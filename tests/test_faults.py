@@ -109,7 +109,7 @@ def test_kill_9_during_an_incremental_index_serves_the_previous_papers_and_the_n
     found = run_cli("retrieve", question, "-k", "50", "--json", index_dir=store)
     assert_clean(found)
     hits = json.loads(found.stdout)
-    assert len(hits) == 50 and all(hit["source"] != new_papers.name for hit in hits)  # the previous corpus, whole
+    assert len(hits) == 50 and all(hit["paper"]["source"] != new_papers.name for hit in hits)  # the previous corpus, whole
     scripted_llm.queue("Vegas achieves a 1.25×–2.81× speedup over default vLLM [1].")
     asked = run_cli("ask", VEGAS_QUESTION, index_dir=store, ASSISTANT_LLM_BASE_URL=scripted_llm.url)
     assert_clean(asked)
@@ -188,7 +188,7 @@ def test_repeated_abstracts_are_indexed_once_with_a_warning_and_retrieved_once(t
 
     hits = run_cli("retrieve", "self-speculative decoding with sparse attention", "--json", index_dir=tmp_path / "store")
     assert_clean(hits)
-    titles = [hit["title"] for hit in json.loads(hits.stdout)]
+    titles = [hit["paper"]["title"] for hit in json.loads(hits.stdout)]
     assert titles[0] == "Vegas" and titles.count("Vegas") == 1
     assert len(titles) == 5
 

@@ -239,7 +239,7 @@ def test_refusal_lists_the_closest_papers(shared_assistant: Assistant) -> None:
     answer = Answer(
         question="What is the best recipe for sourdough bread?",
         text="The abstracts in this collection do not contain the answer to that question.",
-        refused=True,
+        status="not_in_abstracts",
         passages=passages,
     )
     panel = ui.render_sources(answer, turn=1)
@@ -398,7 +398,7 @@ def test_abstract_and_answer_html_is_escaped() -> None:
     rendered = [
         ui.render_sources(answer),
         ui.render_answer(answer),
-        ui.render_sources(Answer(question="x", text="", refused=True, passages=[passage])),
+        ui.render_sources(Answer(question="x", text="", status="not_in_abstracts", passages=[passage])),
         ui.render_ranked([passage], 1),
         ui.render_paper_list([paper], "robust"),
         ui.render_draft(answer.text),

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import PROJECT_ROOT
+from ..load import paper_id
 
 # The set, its baseline and its reports live in the checkout, next to eval/README.md; an installed
 # assistant is pointed at them with --questions / --baseline / --out.
@@ -25,8 +26,8 @@ UNANSWERABLE = ("unanswerable", "near_miss")  # no gold papers: the right outcom
 
 
 def paper_key(source: str, ordinal: int) -> str:
-    """How results name a paper: corpus file and 1-based position, e.g. `001_x.txt#6`."""
-    return f"{source}#{ordinal}"
+    """The `Paper.id` of a question's gold paper (the set names papers by corpus file and position)."""
+    return paper_id(source, ordinal)
 
 
 def load_questions(path: Path | str = QUESTIONS_PATH) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ def retrieval_query(question: dict[str, Any]) -> str:
 
 def _retrieved(passages: Sequence[Any]) -> list[dict[str, Any]]:
     return [
-        {"paper": paper_key(p.paper.source, p.paper.ordinal), "title": p.paper.title, "score": round(float(p.score), 4)}
+        {"paper": p.paper.id, "title": p.paper.title, "score": round(float(p.score), 4)}
         for p in passages
     ]
 
@@ -75,24 +75,19 @@ def run_eval(
                 answer = assistant.ask(question["question"], history=question["history"] or None)
                 timings = dict(answer.timings)
                 timings["wall"] = time.perf_counter() - started
-                citations = [
-                    {"marker": c.marker, "source": c.paper.source, "ordinal": c.paper.ordinal,
-                     "title": c.paper.title, "quote": c.quote,
-                     "spans": [{"start": s.start, "end": s.end, "text": s.text} for s in c.spans]}
-                    for c in answer.citations
-                ]
-                abstracts = {paper_key(c.paper.source, c.paper.ordinal): c.paper.abstract for c in answer.citations}
+                data = answer.to_json()
+                abstracts = {c.paper.id: c.paper.abstract for c in answer.citations}
                 result.update(
                     search_query=answer.search_query, retrieved=_retrieved(answer.passages), answer=answer.text,
-                    refused=answer.refused, llm_failed=answer.retrieval_only, status=answer.status,
-                    intent=answer.intent, confidence=answer.confidence, citations=citations,
-                    flagged=list(answer.flagged), notices=list(answer.notices), timings=_round(timings),
-                    bad_quotes=quote_problems(citations, abstracts), sentinel=has_sentinel(answer.text),
+                    refused=answer.refused, llm_failed=answer.llm_failed, status=answer.status,
+                    intent=answer.intent, confidence=answer.confidence, citations=data["citations"],
+                    flagged=data["flagged"], notices=data["notices"], timings=_round(timings),
+                    bad_quotes=quote_problems(data["citations"], abstracts), sentinel=has_sentinel(answer.text),
                 )
                 result["scores"] = score_question(question, [r["paper"] for r in result["retrieved"]], {
                     "text": answer.text, "refused": answer.refused, "failed": answer.retrieval_only,
-                    "cited": [paper_key(c["source"], c["ordinal"]) for c in citations],
-                    "supported_share": answer.timings.get("supported_share"),
+                    "cited": [c["paper"]["id"] for c in data["citations"]],
+                    "supported_share": answer.supported_share,
                 })
         except AssistantError as exc:
             elapsed = time.perf_counter() - started

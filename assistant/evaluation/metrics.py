@@ -133,13 +133,16 @@ def percentile(values: Iterable[float | None], q: float) -> float | None:
 
 
 def quote_problems(citations: Sequence[dict[str, Any]], abstracts: dict[str, str]) -> int:
-    """Citation passages that are not a verbatim, contiguous passage of their abstract at their place."""
+    """Citation passages that are not a verbatim, contiguous passage of their abstract at their place.
+
+    `citations` are in `Answer.to_json()` form; `abstracts` maps paper ids to abstracts as written.
+    """
     bad = 0
     for c in citations:
-        abstract = abstracts.get(paper_key(c["source"], c["ordinal"]), "")
+        abstract = abstracts.get(c["paper"]["id"], "")
         spans = c.get("spans") or []
-        if not spans:
-            bad += c.get("quote", "") not in abstract
+        if not spans:  # the quote reads as displayed (markup cleaned)
+            bad += c.get("quote", "") not in clean_markup(abstract)
         bad += sum(abstract[s["start"]: s["end"]] != s["text"] or not s["text"] for s in spans)
     return bad
 
