@@ -127,6 +127,8 @@ def _decode(path: Path, data: bytes) -> str:
 
 def _load_txt(path: Path, raw: str) -> list[Paper]:
     lines = raw.splitlines()
+    # The title line names the list (e.g. the conference): kept as each paper's venue.
+    venue = " ".join(lines[0].split()) if lines else ""
     papers: list[Paper] = []
     for number, line in enumerate(lines[1:], start=2):
         abstract = line.strip()
@@ -137,7 +139,7 @@ def _load_txt(path: Path, raw: str) -> list[Paper]:
                 f"{path}, line {number}: '{abstract[:60]}' is too short to be an abstract "
                 "(expected a title line, then one abstract per line)."
             )
-        papers.append(make_paper(path.name, len(papers) + 1, abstract))
+        papers.append(make_paper(path.name, len(papers) + 1, abstract, **({"venue": venue} if venue else {})))
     return papers
 
 

@@ -77,7 +77,7 @@ def controller(assistant: Assistant) -> ui.ChatController:
 
 
 def run_turn(
-    controller: ui.ChatController, question: str, session: dict, retrieval_only: bool = False, source: str = ""
+    controller: ui.ChatController, question: str, session: ui.Session, retrieval_only: bool = False, source: str = ""
 ) -> list[tuple]:
     """submit + the handler it routes to, as the browser would; returns the handler's outputs."""
     cleared, display, status, session, llm_job, retrieval_job = controller.submit(question, session, retrieval_only)
@@ -116,11 +116,11 @@ def plain(messages: list[Any]) -> bool:
 
 def test_history_is_passed_as_plain_messages(controller: ui.ChatController, scripted_llm: ScriptedLLM) -> None:
     scripted_llm.queue(VEGAS_DRAFT, FOLLOW_UP_QUERY, FOLLOW_UP_DRAFT)  # answer; then condense, answer
-    session = ui.new_session()
+    session = ui.Session()
 
     run_turn(controller, VEGAS_QUESTION, session)
     first = [{"role": "user", "content": VEGAS_QUESTION}, {"role": "assistant", "content": VEGAS_VERIFIED}]
-    assert session["history"] == first and plain(session["history"])
+    assert session.history() == first and plain(session.history())
     assert len(scripted_llm.requests) == 1  # an English first question needs no rewriting
     assert f"Question: {VEGAS_QUESTION}" in answer_prompt(scripted_llm.requests[0])
 
@@ -136,16 +136,16 @@ def test_history_is_passed_as_plain_messages(controller: ui.ChatController, scri
     # The rewritten query drove retrieval and the prompt; the typed question rides along.
     assert f"Question: {FOLLOW_UP_QUERY}\n(The user asked: {FOLLOW_UP})" in answer_prompt(answer)
     assert answer_prompt(answer).startswith("Sources:\n[1] Vegas:")
-    assert session["history"] == first + [
+    assert session.history() == first + [
         {"role": "user", "content": FOLLOW_UP},
         {"role": "assistant", "content": FOLLOW_UP_DRAFT},
     ]
-    assert plain(session["history"])
+    assert plain(session.history())
     # What the chat shows: two questions, two answers, the second linked to its own cards.
-    assert [m["role"] for m in session["display"]] == ["user", "assistant", "user", "assistant"]
-    assert 'href="#src-2-1"' in session["display"][-1]["content"]
-    assert len(session["panels"]) == 2 and not session["pending"] and session["turns"] == 2
-    assert 'id="src-2-1"' in session["panels"][3] and "github.com/platformxlab/vegas" in session["panels"][3]
+    assert [m["role"] for m in session.messages()] == ["user", "assistant", "user", "assistant"]
+    assert 'href="#src-2-1"' in session.messages()[-1]["content"]
+    assert session.answered == 2 and not session.pending and session.answered == 2
+    assert 'id="src-2-1"' in session.panel_at(3) and "github.com/platformxlab/vegas" in session.panel_at(3)
 
 
 def test_stream_shows_draft_then_verified_answer(
@@ -154,8 +154,8 @@ def test_stream_shows_draft_then_verified_answer(
     scripted_llm.queue(  # VEGAS_DRAFT in three deltas, with markup the page must not render
         ["Vegas achieves a 1.25×–2.81× speedup ", "over default vLLM [1]. ", "It is the <b>fastest</b> method ever built [1]."]
     )
-    assert "connects on first question" in ui.model_status(assistant, assistant.settings)
-    outputs = run_turn(controller, VEGAS_QUESTION, ui.new_session())
+    assert "connects on the first question" in ui.model_status(assistant, assistant.settings)
+    outputs = run_turn(controller, VEGAS_QUESTION, ui.Session())
 
     drafts = [o[0][-1]["content"] for o in outputs if o[0] != gr.skip() and "draft-cursor" in o[0][-1]["content"]]
     assert len(drafts) == 3
@@ -187,7 +187,7 @@ def test_unanswerable_question_refuses_without_calling_the_model(
     controller: ui.ChatController, scripted_llm: ScriptedLLM
 ) -> None:
     question = "What is the best recipe for sourdough bread?"
-    outputs = run_turn(controller, question, ui.new_session())
+    outputs = run_turn(controller, question, ui.Session())
     assert scripted_llm.requests == []  # nothing relevant was retrieved: the model is not asked
     panel = last_value(outputs, 1)
     assert "Closest papers" in panel and "Not an answer" in panel
@@ -255,7 +255,7 @@ def test_llm_down_shows_the_retrieval_answer_with_its_notice(shared_index_dir: P
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     with open_assistant(shared_index_dir, url) as down:
         controller = ui.ChatController(down, down.settings)
-        session = ui.new_session()
+        session = ui.Session()
         outputs = run_turn(controller, VEGAS_QUESTION, session)
     message = last_value(outputs, 0)[-1]["content"]
     assert "most relevant papers instead" in message
@@ -264,7 +264,7 @@ def test_llm_down_shows_the_retrieval_answer_with_its_notice(shared_index_dir: P
     assert "Most relevant papers" in panel and panel.count('class="src-card src-ranked"') == 5
     assert '<span class="src-title">Vegas</span>' in panel
     assert "Language model unavailable" in last_value(outputs, 2)
-    assert not session["pending"] and len(session["panels"]) == 1
+    assert not session.pending and session.answered == 1
 
 
 FAILURES = [  # what the server does -> what the user reads
@@ -279,14 +279,14 @@ def test_llm_failures_become_readable_messages(controller: ui.ChatController, sc
     # One assistant for all four (a fresh one per case would only repeat its start-up).
     scripted_llm.queue(*[fault for fault, _ in FAILURES])
     for fault, explanation in FAILURES:
-        session = ui.new_session()
+        session = ui.Session()
         outputs = run_turn(controller, VEGAS_QUESTION, session)
         message = last_value(outputs, 0)[-1]["content"]
         assert "most relevant papers instead" in message and explanation in message, (fault, message)
         assert "Traceback" not in message and "draft-cursor" not in message, fault
         assert "Most relevant papers" in last_value(outputs, 1), fault
         assert "Language model unavailable" in last_value(outputs, 2), fault
-        assert not session["pending"], fault
+        assert not session.pending, fault
     assert len(scripted_llm.requests) == len(FAILURES) and scripted_llm.replies == []
 
 
@@ -294,7 +294,7 @@ def test_follow_up_is_searched_as_typed_when_the_rewrite_fails(
     controller: ui.ChatController, scripted_llm: ScriptedLLM
 ) -> None:
     scripted_llm.queue(VEGAS_DRAFT, Fault.http(500, "rewrite failed"), FOLLOW_UP_DRAFT)
-    session = ui.new_session()
+    session = ui.Session()
     run_turn(controller, VEGAS_QUESTION, session)
     outputs = run_turn(controller, "Is the code of Vegas public?", session)
     assert is_condense(scripted_llm.requests[1]) and scripted_llm.replies == []
@@ -308,34 +308,34 @@ def test_assistant_errors_become_messages_not_tracebacks(
     controller: ui.ChatController, scripted_llm: ScriptedLLM
 ) -> None:
     # A corpus file the index does not have (a stale page, say): the retriever's QuestionError.
-    session = ui.new_session()
+    session = ui.Session()
     with pytest.warns(UserWarning, match="Unknown source file"):  # gr.Warning outside a request
         outputs = run_turn(controller, "anything?", session, source="no-such-file.txt")
     message = last_value(outputs, 0)[-1]["content"]
     assert "Could not answer" in message and "Unknown source file &#x27;no-such-file.txt&#x27;" in message
     assert "Traceback" not in message and "Error: Unknown source file" in last_value(outputs, 2)
-    assert not session["pending"] and session["history"] == [] and session["panels"] == {}
+    assert not session.pending and session.history() == [] and session.answered == 0
     assert scripted_llm.requests == []  # it failed before the model was asked
 
     # The same in the retrieval-only handler.
     with pytest.warns(UserWarning, match="Unknown source file"):
         [(display, panel, status, _)] = run_turn(
-            controller, "anything?", ui.new_session(), retrieval_only=True, source="no-such-file.txt"
+            controller, "anything?", ui.Session(), retrieval_only=True, source="no-such-file.txt"
         )
     assert "Could not answer" in display[-1]["content"] and panel == gr.skip() and "Error:" in status
 
     # A failure that is not ours (here a request without k) is shown too, as an unexpected error.
-    session = ui.new_session()
+    session = ui.Session()
     *_, job, _ = controller.submit("anything?", session, False)
     outputs = list(controller.answer(job, session, None, ""))
     message = last_value(outputs, 0)[-1]["content"]
     assert "Could not answer" in message and "Unexpected error: TypeError" in message
-    assert "Traceback" not in message and not session["pending"]
+    assert "Traceback" not in message and not session.pending
 
 
 def test_a_second_question_waits_for_the_first(controller: ui.ChatController, scripted_llm: ScriptedLLM) -> None:
     scripted_llm.queue(["Vegas achieves ", "a 1.25×–2.81× speedup ", "over default vLLM [1]."])
-    session = ui.new_session()
+    session = ui.Session()
     *_, job, _ = controller.submit(VEGAS_QUESTION, session, False)
     answering = controller.answer(job, session, 5, "")
     for display, *_ in answering:  # until the first words of the draft are shown
@@ -343,14 +343,14 @@ def test_a_second_question_waits_for_the_first(controller: ui.ChatController, sc
             break
     with pytest.warns(UserWarning, match="Still answering"):
         result = controller.submit("second?", session, False)
-    assert result[4] == gr.skip() and len(session["display"]) == 2
+    assert result[4] == gr.skip() and len(session.messages()) == 2
 
     display, status, session = controller.stop(session)  # what the Stop button does after cancelling
     answering.close()
     stopped = display[-1]["content"]
     assert stopped.startswith("Vegas achieves") and "draft-cursor" not in stopped
     assert "Stopped before the answer was complete; this draft was not verified." in stopped
-    assert "Stopped" in status and not session["pending"] and session["history"] == []
+    assert "Stopped" in status and not session.pending and session.history() == []
     assert controller.submit("second?", session, False)[4]["question"] == "second?"
 
 
@@ -362,22 +362,22 @@ def test_sessions_are_independent(controller: ui.ChatController, scripted_llm: S
         return ISA_DRAFT if "video editing" in prompt else VEGAS_DRAFT if VEGAS_QUESTION in prompt else FOLLOW_UP_DRAFT
 
     scripted_llm.responder = respond
-    one, two, three = ui.new_session(), ui.new_session(), ui.new_session()
+    one, two, three = ui.Session(), ui.Session(), ui.Session()
     run_turn(controller, VEGAS_QUESTION, one)
     run_turn(controller, ISA_QUESTION, two)
     run_turn(controller, "Which paper is about Vegas?", three, retrieval_only=True)
     assert [is_condense(r) for r in scripted_llm.requests] == [False, False]  # no history leaked between sessions
     assert "ISA" in answer_prompt(scripted_llm.requests[1]) and "Vegas" not in answer_prompt(scripted_llm.requests[1])
-    assert [m["content"] for m in one["history"]] == [VEGAS_QUESTION, VEGAS_VERIFIED]
-    assert [m["content"] for m in two["history"]] == [ISA_QUESTION, ISA_DRAFT]
-    assert one["turns"] == two["turns"] == three["turns"] == 1
-    assert all('href="#src-1-1"' in s["display"][-1]["content"] for s in (one, two, three))
+    assert [m["content"] for m in one.history()] == [VEGAS_QUESTION, VEGAS_VERIFIED]
+    assert [m["content"] for m in two.history()] == [ISA_QUESTION, ISA_DRAFT]
+    assert one.answered == two.answered == three.answered == 1
+    assert all('href="#src-1-1"' in s.messages()[-1]["content"] for s in (one, two, three))
 
     run_turn(controller, FOLLOW_UP, one)
     condense = scripted_llm.messages(2)[0]["content"]
     assert is_condense(scripted_llm.requests[2]) and VEGAS_QUESTION in condense
     assert ISA_QUESTION not in condense and "Which paper is about Vegas?" not in condense
-    assert len(one["display"]) == 4 and len(two["display"]) == len(three["display"]) == 2
+    assert len(one.messages()) == 4 and len(two.messages()) == len(three.messages()) == 2
     assert scripted_llm.errors == []
 
 
@@ -419,7 +419,7 @@ def test_abstract_and_answer_html_is_escaped() -> None:
 def test_retrieval_only_ranks_papers_without_the_llm(shared_assistant: Assistant) -> None:
     assert shared_assistant.engine._llm is None
     controller = ui.ChatController(shared_assistant, shared_assistant.settings)
-    session = ui.new_session()
+    session = ui.Session()
     [(display, panel, status, session)] = run_turn(
         controller, "Which paper proposes sparse attention for in-context video editing?", session, retrieval_only=True
     )
@@ -427,13 +427,13 @@ def test_retrieval_only_ranks_papers_without_the_llm(shared_assistant: Assistant
     assert "ISA" in re.findall(r'<span class="src-title">([^<]*)</span>', panel)[0]
     assert panel.count('class="src-card src-ranked"') == 5 and "Ranked papers" in panel
     assert 'href="#src-1-1"' in display[-1]["content"] and "no language model" in status
-    assert session["history"][0]["role"] == "user" and "ISA" in session["history"][1]["content"]
+    assert session.history()[0]["role"] == "user" and "ISA" in session.history()[1]["content"]
 
 
 def test_source_filter_limits_retrieval(shared_assistant: Assistant) -> None:
     controller = ui.ChatController(shared_assistant, shared_assistant.settings)
     wanted = shared_assistant.sources[2]
-    session = ui.new_session()
+    session = ui.Session()
     *_, retrieval_job = controller.submit("sparse attention", session, True)
     display, panel, status, session = controller.retrieve(retrieval_job, session, 3, wanted)
     files = re.findall(r'<span class="src-file">([^<]*)</span>', panel)
@@ -454,10 +454,35 @@ def test_paper_browser_filters_and_opens_abstracts(shared_assistant: Assistant) 
 
 def test_model_status_does_not_start_the_model(shared_assistant: Assistant) -> None:
     line = ui.model_status(shared_assistant, shared_assistant.settings)
-    assert "Qwen2.5-Coder-1.5B-Instruct (local)" in line and "loads on first question" in line
+    assert "Qwen2.5-Coder-1.5B-Instruct (local)" in line and "starts on the first question" in line
     assert "57 abstracts" in line and shared_assistant.engine._llm is None
     remote = Settings(index_dir=Path("/nonexistent"), llm_base_url="http://127.0.0.1:8080/v1", llm_model="qwen")
     assert "qwen at http://127.0.0.1:8080/v1" in ui.backend_label(remote)
+
+
+def test_the_page_says_offline_only_when_nothing_leaves_the_machine(tmp_path: Path) -> None:
+    assert ui.runs_offline(Settings(index_dir=tmp_path))
+    assert ui.runs_offline(Settings(index_dir=tmp_path, llm_base_url="http://127.0.0.1:8080/v1", llm_backend="server"))
+    assert not ui.runs_offline(Settings(index_dir=tmp_path, llm_backend="openai"))
+    assert not ui.runs_offline(Settings(index_dir=tmp_path, llm_base_url="http://10.1.2.3:8000/v1", llm_backend="server"))
+    assert not ui.runs_offline(Settings(index_dir=tmp_path, chroma_host="chroma.example.org"))
+    assert not ui.runs_offline(Settings(index_dir=tmp_path, embedding="openai:text-embedding-3-small"))
+
+
+def test_the_status_line_reports_offline_from_the_settings(shared_assistant: Assistant, tmp_path: Path) -> None:
+    assert "offline" in ui.model_status(shared_assistant, shared_assistant.settings)
+    remote = Settings(index_dir=tmp_path, llm_backend="openai", llm_model="gpt-4o-mini")
+    assert "offline" not in ui.model_status(shared_assistant, remote)
+
+
+def test_title_and_examples_come_from_the_loaded_collection(shared_assistant: Assistant) -> None:
+    assert "ICML 2026" in ui.app_title(shared_assistant.papers)  # the title line of the bundled lists
+    assert any("ViewMask-1-to-3" in q for q in ui.examples_for(shared_assistant.papers))
+    other = [make_paper("mine.jsonl", i, f"We propose {name}, a method for sorting socks by colour and size.")
+             for i, name in enumerate(["SockSort", "PairNet"], start=1)]
+    assert ui.app_title(other) == "Reading Assistant"
+    examples = ui.examples_for(other)
+    assert examples and all("SockSort" in q or "PairNet" in q for q in examples)
 
 
 # -- the app --------------------------------------------------------------------------------------
@@ -470,7 +495,7 @@ def test_app_exposes_the_ask_endpoint(shared_assistant: Assistant) -> None:
     ask = info["named_endpoints"]["/ask"]
     assert [p["parameter_name"] for p in ask["parameters"]] == ["question"]
     assert ask["parameters"][0]["type"] == {"type": "string"}
-    assert [r["type"].get("type") for r in ask["returns"]] == ["string", "array"]
+    assert [r["type"].get("type") for r in ask["returns"]] == ["object"]  # the answer's JSON (Answer.to_json)
     names = {d.get("api_name") for d in app.config["dependencies"]}
     assert "ask" in names
     assert app.analytics_enabled is False
@@ -481,16 +506,17 @@ def test_ask_api_returns_text_and_sources(
     assistant: Assistant, controller: ui.ChatController, scripted_llm: ScriptedLLM
 ) -> None:
     scripted_llm.queue(VEGAS_DRAFT)
-    text, sources = controller.ask_api(VEGAS_QUESTION)
-    assert text == VEGAS_VERIFIED
+    result = controller.ask_api(VEGAS_QUESTION)
+    assert result["status"] == "answered" and result["text"] == VEGAS_VERIFIED
     vegas = paper_titled(assistant, "Vegas")
     quote = sentence_with(vegas, "speedup in decoding throughput")
     start = vegas.abstract.index(quote)
-    assert sources == [
-        {"marker": 1, "title": "Vegas", "source": vegas.source, "ordinal": vegas.ordinal, "quote": clean_markup(quote),
-         "spans": [{"start": start, "end": start + len(quote), "text": quote}]}
-    ]
-    assert "1.25×" in sources[0]["quote"] and "$" not in sources[0]["quote"]  # as the chat and the CLI show it
+    [citation] = result["citations"]
+    assert citation["marker"] == 1 and citation["paper"]["id"] == vegas.id and citation["paper"]["title"] == "Vegas"
+    assert citation["quote"] == clean_markup(quote)
+    assert [(s["start"], s["end"], s["text"]) for s in citation["spans"]] == [(start, start + len(quote), quote)]
+    assert "1.25×" in citation["quote"] and "$" not in citation["quote"]  # as the chat and the CLI show it
+    assert set(result) == set(Answer(question="q", text="").to_json())  # the one JSON shape of an answer
     with pytest.raises(gr.Error, match="The question is empty"):
         controller.ask_api("   ")
     assert len(scripted_llm.requests) == 1
@@ -545,18 +571,18 @@ def test_ask_endpoint_answers_through_gradio_client(shared_index_dir: Path) -> N
     try:
         app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **ui.launch_options())
         client = Client(f"http://127.0.0.1:{port}/", verbose=False)
-        text, sources = client.predict(VEGAS_QUESTION, api_name="/ask")
-        assert re.search(r"\[1\]", text), text
-        assert sources and sources[0]["marker"] == 1 and sources[0]["title"] == "Vegas"
-        assert set(sources[0]) == {"marker", "title", "source", "ordinal", "quote", "spans"}
-        assert sources[0]["quote"] in paper_titled(assistant, "Vegas").text  # markup cleaned, as displayed
+        result = client.predict(VEGAS_QUESTION, api_name="/ask")
+        assert result["status"] == "answered" and re.search(r"\[1\]", result["text"]), result
+        citation = result["citations"][0]
+        assert citation["marker"] == 1 and citation["paper"]["title"] == "Vegas"
+        assert citation["quote"] in paper_titled(assistant, "Vegas").text  # markup cleaned, as displayed
     finally:
         app.close()
         assistant.close()
 
 
 def test_clicking_an_answer_after_an_error_turn_shows_that_answers_sources(controller: ui.ChatController) -> None:
-    session = ui.new_session()
+    session = ui.Session()
     with pytest.warns(UserWarning):
         run_turn(controller, "anything?", session, retrieval_only=True, source="no-such-file.txt")
     run_turn(controller, VEGAS_QUESTION, session, retrieval_only=True)
