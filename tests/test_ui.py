@@ -142,10 +142,10 @@ def test_history_is_passed_as_plain_messages(controller: ui.ChatController, scri
     ]
     assert plain(session.history())
     # What the chat shows: two questions, two answers, the second linked to its own cards.
-    assert [m["role"] for m in session.messages()] == ["user", "assistant", "user", "assistant"]
-    assert 'href="#src-2-1"' in session.messages()[-1]["content"]
+    assert [m["role"] for m in ui.chat_messages(session)] == ["user", "assistant", "user", "assistant"]
+    assert 'href="#src-2-1"' in ui.chat_messages(session)[-1]["content"]
     assert session.answered == 2 and not session.pending and session.answered == 2
-    assert 'id="src-2-1"' in session.panel_at(3) and "github.com/platformxlab/vegas" in session.panel_at(3)
+    assert 'id="src-2-1"' in ui.panel_at(session, 3) and "github.com/platformxlab/vegas" in ui.panel_at(session, 3)
 
 
 def test_stream_shows_draft_then_verified_answer(
@@ -343,7 +343,7 @@ def test_a_second_question_waits_for_the_first(controller: ui.ChatController, sc
             break
     with pytest.warns(UserWarning, match="Still answering"):
         result = controller.submit("second?", session, False)
-    assert result[4] == gr.skip() and len(session.messages()) == 2
+    assert result[4] == gr.skip() and len(ui.chat_messages(session)) == 2
 
     display, status, session = controller.stop(session)  # what the Stop button does after cancelling
     answering.close()
@@ -371,13 +371,13 @@ def test_sessions_are_independent(controller: ui.ChatController, scripted_llm: S
     assert [m["content"] for m in one.history()] == [VEGAS_QUESTION, VEGAS_VERIFIED]
     assert [m["content"] for m in two.history()] == [ISA_QUESTION, ISA_DRAFT]
     assert one.answered == two.answered == three.answered == 1
-    assert all('href="#src-1-1"' in s.messages()[-1]["content"] for s in (one, two, three))
+    assert all('href="#src-1-1"' in ui.chat_messages(s)[-1]["content"] for s in (one, two, three))
 
     run_turn(controller, FOLLOW_UP, one)
     condense = scripted_llm.messages(2)[0]["content"]
     assert is_condense(scripted_llm.requests[2]) and VEGAS_QUESTION in condense
     assert ISA_QUESTION not in condense and "Which paper is about Vegas?" not in condense
-    assert len(one.messages()) == 4 and len(two.messages()) == len(three.messages()) == 2
+    assert len(ui.chat_messages(one)) == 4 and len(ui.chat_messages(two)) == len(ui.chat_messages(three)) == 2
     assert scripted_llm.errors == []
 
 

@@ -16,11 +16,13 @@ paper's (cleaned) abstract.
 from .app import app_title, auth_for, build_app, collection_name, examples_for, launch_options, serve
 from .controller import ChatController
 from .render import (
+    chat_messages,
     citation_card,
     empty_sources,
     esc,
     job_status,
     locate_quote,
+    panel_at,
     render_answer,
     render_draft,
     render_error,
@@ -32,7 +34,7 @@ from .session import Session, Turn
 from .status import StatusBoard, backend_label, is_loopback, model_status, runs_offline
 
 __all__ = [
-    "ChatController", "Session", "StatusBoard", "Turn", "app_title", "auth_for", "backend_label", "build_app",
+    "ChatController", "Session", "chat_messages", "panel_at", "StatusBoard", "Turn", "app_title", "auth_for", "backend_label", "build_app",
     "citation_card", "collection_name", "empty_sources", "esc", "examples_for", "is_loopback", "job_status",
     "launch_options", "locate_quote", "model_status", "render_answer", "render_draft", "render_error",
     "render_paper_list", "render_ranked", "render_sources", "runs_offline", "serve",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import Settings
 from ..errors import AssistantError
 from ..types import Answer
-from .render import empty_sources, job_status, render_sources
+from .render import chat_messages, empty_sources, job_status, panel_at, render_sources
 from .session import Session, Turn
 from .status import StatusBoard
 
@@ -109,8 +109,8 @@ class ChatController:
             job = {"id": self._jobs, "question": question}
         session.ask(question)
         if retrieval_only:
-            return "", session.messages(), job_status("Searching the papers…"), session, gr.skip(), job
-        return "", session.messages(), job_status(QUEUED, "queued"), session, job, gr.skip()
+            return "", chat_messages(session), job_status("Searching the papers…"), session, gr.skip(), job
+        return "", chat_messages(session), job_status(QUEUED, "queued"), session, job, gr.skip()
 
     @staticmethod
     def _current(session: Session, question: str) -> Turn:
@@ -154,24 +154,24 @@ class ChatController:
                     first_words = not turn.draft
                     turn.draft += str(event)
                     status = job_status(f"Writing… {elapsed:.0f} s", "busy") if first_words else gr.skip()
-                    yield session.messages(), gr.skip(), status, session
+                    yield chat_messages(session), gr.skip(), status, session
         except AssistantError as exc:
             turn.error = str(exc)
             gr.Warning(str(exc))
-            yield session.messages(), gr.skip(), job_status(f"Error: {exc}", "error"), session
+            yield chat_messages(session), gr.skip(), job_status(f"Error: {exc}", "error"), session
             return
         except Exception as exc:  # noqa: BLE001 - shown as a message, logged with its traceback
             log.exception("Unexpected error while answering %r", question)
             turn.error = f"Unexpected error: {type(exc).__name__}: {exc}"
-            yield session.messages(), gr.skip(), job_status(turn.error, "error"), session
+            yield chat_messages(session), gr.skip(), job_status(turn.error, "error"), session
             return
         if final is None:  # the stream ended without an answer (should not happen)
             turn.error = "The assistant returned no answer."
-            yield session.messages(), gr.skip(), job_status("No answer.", "error"), session
+            yield chat_messages(session), gr.skip(), job_status("No answer.", "error"), session
             return
         turn.answer = final
         panel = render_sources(final, number)
-        yield session.messages(), panel, job_status(self._summary(final, time.monotonic() - started), "done"), session
+        yield chat_messages(session), panel, job_status(self._summary(final, time.monotonic() - started), "done"), session
 
     @staticmethod
     def _summary(answer: Answer, seconds: float) -> str:
@@ -201,12 +201,12 @@ class ChatController:
                 log.exception("Unexpected error while ranking papers for %r", question)
             turn.error = str(exc) if isinstance(exc, AssistantError) else f"Unexpected error: {type(exc).__name__}: {exc}"
             gr.Warning(turn.error)
-            return session.messages(), gr.skip(), job_status(f"Error: {turn.error}", "error"), session
+            return chat_messages(session), gr.skip(), job_status(f"Error: {turn.error}", "error"), session
         turn.answer = Answer(question=question, text="", status="retrieval_only", passages=passages)
         panel = render_sources(turn.answer, len(session.turns))
         seconds = time.monotonic() - started
         status = job_status(f"{len(passages)} papers ranked in {seconds:.2f} s (no language model)", "done")
-        return session.messages(), panel, status, session
+        return chat_messages(session), panel, status, session
 
     def stop(self, session: Session | None) -> tuple[Any, ...]:
         """After cancelling: close the unfinished answer (its draft is kept, marked unverified)."""
@@ -214,7 +214,7 @@ class ChatController:
         if not session.pending:
             return gr.skip(), gr.skip(), session
         session.turns[-1].stopped = True
-        return session.messages(), job_status("Stopped.", "info"), session
+        return chat_messages(session), job_status("Stopped.", "info"), session
 
     def clear(self) -> tuple[Any, ...]:
         """A new conversation (the job states keep their last value: no handler is triggered)."""
@@ -226,7 +226,7 @@ class ChatController:
         index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
         if not isinstance(index, int):
             return gr.skip()
-        panel = session.panel_at(index)
+        panel = panel_at(session, index)
         return gr.skip() if panel is None else panel
 
     def ask_api(self, question: str) -> dict[str, Any]:

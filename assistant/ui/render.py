@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import html
 import re
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..text import clean_markup, split_sentences
 from ..types import Answer, Citation, Paper, Passage
-
-if TYPE_CHECKING:
-    from .session import Turn
+from .session import Session, Turn
 
 SNIPPET_CHARS = 300  # the best-matching passage shown on a ranked card
 THINKING = '<span class="thinking" title="Waiting for the answer"><i></i><i></i><i></i></span>'
@@ -307,13 +305,6 @@ def job_status(text: str, kind: str = "info") -> str:
     return f'<div class="job-status job-{kind}">{esc(text)}</div>' if text else '<div class="job-status"></div>'
 
 
-def history_text(answer: Answer) -> str:
-    """What the model is shown of an earlier turn: the answer, or the papers a search ranked."""
-    if answer.status == "retrieval_only":
-        return "Most relevant papers: " + "; ".join(p.paper.title for p in answer.passages[:3])
-    return answer.text
-
-
 def render_turn(turn: Turn, number: int) -> str:
     """The chat message of one turn, from what the turn holds (never from earlier HTML)."""
     if turn.answer is not None:
@@ -335,3 +326,22 @@ def render_turn(turn: Turn, number: int) -> str:
 def render_panel(turn: Turn, number: int) -> str | None:
     """The source panel of a finished turn (None while it has no answer)."""
     return render_sources(turn.answer, number) if turn.answer is not None else None
+
+
+def chat_messages(session: Session) -> list[dict[str, Any]]:
+    """The chat as Gradio messages, rendered from the session's turns."""
+    out: list[dict[str, Any]] = []
+    for number, turn in enumerate(session.turns, start=1):
+        out += [
+            {"role": "user", "content": esc(turn.question)},
+            {"role": "assistant", "content": render_turn(turn, number)},
+        ]
+    return out
+
+
+def panel_at(session: Session, message_index: int) -> str | None:
+    """The source panel of the answer shown at chat position `message_index` (None: none there)."""
+    number = message_index // 2 + 1
+    if message_index < 0 or number > len(session.turns):
+        return None
+    return render_panel(session.turns[number - 1], number)

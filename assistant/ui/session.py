@@ -1,16 +1,21 @@
 """One browser session's conversation as typed values: turns holding `Answer`s, never HTML.
 
-The chat messages, the source panels and the history the model sees are all derived from the
-turns when they are needed, so nothing rendered is ever parsed back.
+The history the model sees is derived from the turns here; the chat messages and source panels
+are rendered from them (`render.chat_messages`, `render.panel_at`), so nothing rendered is ever
+parsed back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
 from ..types import Answer
-from .render import esc, history_text, render_panel, render_turn
+
+
+def history_text(answer: Answer) -> str:
+    """What the model is shown of an earlier turn: the answer, or the papers a search ranked."""
+    if answer.status == "retrieval_only":
+        return "Most relevant papers: " + "; ".join(p.paper.title for p in answer.passages[:3])
+    return answer.text
 
 
 @dataclass
@@ -58,20 +63,3 @@ class Session:
                     {"role": "assistant", "content": history_text(turn.answer)},
                 ]
         return messages
-
-    def messages(self) -> list[dict[str, Any]]:
-        """The chat as Gradio messages, rendered from the turns."""
-        out: list[dict[str, Any]] = []
-        for number, turn in enumerate(self.turns, start=1):
-            out += [
-                {"role": "user", "content": esc(turn.question)},
-                {"role": "assistant", "content": render_turn(turn, number)},
-            ]
-        return out
-
-    def panel_at(self, message_index: int) -> str | None:
-        """The source panel of the answer shown at chat position `message_index` (None: none there)."""
-        number = message_index // 2 + 1
-        if message_index < 0 or number > len(self.turns):
-            return None
-        return render_panel(self.turns[number - 1], number)
