@@ -164,6 +164,12 @@ def _plots(results: Sequence[dict[str, Any]], summary: dict[str, Any], folder: P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    def save(fig: Any, name: str) -> Path:
+        fig.tight_layout()
+        fig.savefig(folder / name, dpi=110)
+        plt.close(fig)
+        return folder / name
+
     written = []
     full = summary["mode"] == "full"
     rows = summary["rows"]
@@ -181,11 +187,7 @@ def _plots(results: Sequence[dict[str, Any]], summary: dict[str, Any], folder: P
     ax.set_title(f"Per question type ({summary['mode']}, {summary['questions']} questions)")
     ax.legend(fontsize=8, ncol=len(metrics), loc="upper center", bbox_to_anchor=(0.5, -0.18))
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    path = folder / "per_type.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    written.append(save(fig, "per_type.png"))
 
     stages = [s for s in LATENCY_STAGES if any(r["timings"].get(s) is not None for r in results)]
     if not full:
@@ -199,11 +201,7 @@ def _plots(results: Sequence[dict[str, Any]], summary: dict[str, Any], folder: P
         ax.set_yscale("log")
     ax.set_title(f"Latency per question ({summary['mode']})")
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    path = folder / "latency.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    written.append(save(fig, "latency.png"))
 
     curve = coverage_curve(results)
     if curve:
@@ -217,11 +215,7 @@ def _plots(results: Sequence[dict[str, Any]], summary: dict[str, Any], folder: P
         ax.set_ylim(0, 1.02)
         ax.set_title("Precision against coverage over the answer threshold")
         ax.grid(alpha=0.3)
-        fig.tight_layout()
-        path = folder / "coverage.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(save(fig, "coverage.png"))
     return written
 
 
