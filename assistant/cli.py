@@ -294,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--index-dir", type=Path, help="folder of the embedded Chroma store (default: index/store)")
+    common.add_argument("--index-dir", type=Path, help="folder of the embedded Chroma store (default: ~/.local/share/icml-assistant/store)")
     common.add_argument("--chroma-host", help="use a Chroma server at this host instead of the embedded store")
     common.add_argument("--chroma-port", type=int, help="port of the Chroma server (default 8000)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -6,14 +6,32 @@ Every field can be set by argument or by an `ASSISTANT_<NAME>` environment varia
 
 from __future__ import annotations
 
+import os
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# The checkout, when running from one: only the evaluation set and the tests live there.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-BUNDLED_CORPUS = PROJECT_ROOT / "index"
+# Shipped inside the package (mapped from the checkout's prompts/ and index/ by the build backend).
+# Installed packages are plain folders, so the resources are real paths.
+PROMPTS_DIR = Path(str(resources.files("assistant.prompts_data")))
+BUNDLED_CORPUS = Path(str(resources.files("assistant.corpus_data")))
+
+
+def user_data_dir() -> Path:
+    """Where the store lives by default: $XDG_DATA_HOME/icml-assistant (~/.local/share/icml-assistant)."""
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "icml-assistant"
+
+
+def user_cache_dir() -> Path:
+    """Where assembled models and parsed corpora live: $XDG_CACHE_HOME/icml-assistant (~/.cache/...)."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "icml-assistant"
 
 
 class Settings(BaseSettings):
@@ -25,7 +43,9 @@ class Settings(BaseSettings):
         description="Corpus files (.txt paper lists or .jsonl); empty means what the index was built from, "
         "else the bundled ICML 2026 lists in index/.",
     )
-    index_dir: Path = Field(PROJECT_ROOT / "index" / "store", description="Folder of the embedded Chroma store.")
+    index_dir: Path = Field(
+        default_factory=lambda: user_data_dir() / "store", description="Folder of the embedded Chroma store."
+    )
     collection: str = Field("papers", description="Chroma collection name.")
     chroma_host: str | None = Field(None, description="Chroma server host; unset uses the embedded store.")
     chroma_port: int = Field(8000, description="Chroma server port.")
@@ -39,7 +59,7 @@ class Settings(BaseSettings):
         description="'minilm' (local all-MiniLM-L6-v2, ONNX) or 'openai:<model>' (needs OPENAI_API_KEY).",
     )
     embed_batch_size: int = Field(64, ge=1, le=2048, description="Texts per embedding request and per index write.")
-    cache_dir: Path = Field(Path.home() / ".cache" / "icml-assistant", description="Where assembled models live.")
+    cache_dir: Path = Field(default_factory=user_cache_dir, description="Where assembled models live.")
 
     # Retrieval
     k: int = Field(5, ge=1, le=50, description="Papers returned by retrieval.")

@@ -11,10 +11,9 @@ from pathlib import Path
 
 from llama_index.core.prompts import PromptTemplate
 
-from .config import PROJECT_ROOT
+from .config import PROMPTS_DIR
 from .errors import AssistantError
 
-PROMPTS_DIR = PROJECT_ROOT / "prompts"
 REFUSAL_SENTINEL = "NOT_IN_SOURCES"
 
 # file name -> the variables the template must use, exactly
