@@ -67,6 +67,11 @@ class AnswerEngine:
             self._llm = self._connect()
         return self._llm
 
+    @property
+    def llm_loaded(self) -> Any:
+        """The language model if it is already connected, else None (never starts it)."""
+        return self._llm
+
     def close(self) -> None:
         if self._llm is not None:
             self._llm.close()

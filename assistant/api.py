@@ -121,7 +121,7 @@ class Assistant:
     @property
     def llm_loaded(self) -> Any:
         """The language model if it is already connected, else None (never starts it)."""
-        return self.engine._llm
+        return self.engine.llm_loaded
 
     @property
     def sources(self) -> list[str]:

@@ -30,10 +30,27 @@ DATA = Path(__file__).parent / "data"
 HANG_GUARD = 600  # seconds; only stops a hung process, never judges speed
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No ASSISTANT_* or OPENAI_* setting of the developer's reaches a test, and the default store
+    and parse cache are temp folders. The model cache stays where it is (ASSISTANT_CACHE_DIR or the
+    default): it holds the assembled 1.1 GB model, which takes a minute to assemble again.
+    Session-scoped and autouse, so it is in place before any other fixture builds anything."""
+    model_cache = Settings().cache_dir
+    with pytest.MonkeyPatch.context() as patch:
+        for key in list(os.environ):
+            if key.startswith("ASSISTANT_") or key in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+                patch.delenv(key)
+        patch.setenv("ASSISTANT_CACHE_DIR", str(model_cache))
+        patch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data-home")))
+        yield
+
+
 def cli_env(index_dir: Path, **variables: str) -> dict[str, str]:
     """The environment of an `assistant` command run by a test: none of the caller's ASSISTANT_*
     settings, the store in `index_dir`, plus `variables` (ASSISTANT_* names)."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ASSISTANT_")}
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith("ASSISTANT_") or key == "ASSISTANT_CACHE_DIR"}  # the shared model cache
     return {**env, "ASSISTANT_INDEX_DIR": str(index_dir), **variables}
 
 

@@ -43,7 +43,7 @@ def test_an_off_topic_question_is_refused_without_calling_the_model(shared_assis
     assert answer.refused
     assert "do not contain" in answer.text
     assert "closest papers" in answer.text.lower()
-    assert shared_assistant.engine._llm is None
+    assert shared_assistant.llm_loaded is None
 
 
 @pytest.fixture
@@ -55,14 +55,14 @@ def unreachable_llm(shared_index_dir):
 
 
 def test_a_down_llm_server_still_returns_the_retrieved_papers(unreachable_llm):
-    answer = unreachable_llm.ask("What speedup does Vegas achieve over vLLM?")
+    answer = unreachable_llm.ask("Relative to stock vLLM, what speedup is reported for Vegas?")
     assert answer.retrieval_only and not answer.citations
     assert answer.passages[0].paper.title == "Vegas"
     assert any("not reachable" in notice for notice in answer.notices)
 
 
 def test_a_question_longer_than_the_limit_is_truncated_with_a_notice(unreachable_llm):
-    question = "What speedup does Vegas achieve over vLLM? " + "Please be precise. " * 400
+    question = "Relative to stock vLLM, what speedup is reported for Vegas? " + "Please be precise. " * 400
     answer = unreachable_llm.ask(question)
     assert any("truncated" in notice for notice in answer.notices)
     assert answer.question == question.strip(), "the question as asked is kept"

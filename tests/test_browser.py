@@ -22,8 +22,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 SCREENSHOTS = Path(__file__).parent / "screenshots"
 PROJECT = Path(__file__).resolve().parent.parent
 ANSWER_TIMEOUT_MS = 240_000
-VEGAS_QUESTION = "What decoding throughput speedup does Vegas get over default vLLM?"
-ISA_QUESTION = "Which paper proposes a sparse attention framework for in-context video editing?"
+VEGAS_QUESTION = "Against default vLLM, what throughput speedup is reported for Vegas?"
+ISA_QUESTION = "Which paper brings sparse attention to editing videos in context?"
 
 pytestmark = pytest.mark.browser
 

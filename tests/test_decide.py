@@ -36,10 +36,10 @@ from conftest import make_settings
         # a "how many" inside a description is part of the paper's description, not the question
         ("a scheduler whose guarantee depends on how many requests show up - which paper?", "which_paper", "paper"),
         ("a memory that blends tokens into a fixed number of slots - whats that paper", "fact", "other"),
-        ("How does it decide how much memory to use?", "fact", "mechanism"),
+        ("How does it choose the amount of memory it uses?", "fact", "mechanism"),
         ("And on how many datasets was it measured?", "fact", "count"),
-        ("Theoretically, does training with fewer bits shrink how big a model effectively is?", "fact", "yes_no"),
-        ("What was the correlation coefficient between the two graders?", "fact", "number"),
+        ("Theoretically, does quantised low-bit training lower a model's effective capacity?", "fact", "yes_no"),
+        ("What correlation coefficient did the two graders reach?", "fact", "number"),
     ],
 )
 def test_the_kind_and_asked_slot_of_a_question(question: str, kind: str, slot: str) -> None:
@@ -78,9 +78,9 @@ def test_generic_capitalised_words_are_required_only_of_a_named_paper() -> None:
 
 
 def test_an_answer_that_only_restates_the_question_adds_nothing() -> None:
-    question = "Which seven LLM judges were analysed in the Item Response Theory study?"
-    assert adds_nothing("Seven LLM judges were analysed in the Item Response Theory study [1].", question)
-    assert adds_nothing("Source analysed seven LLM judges [1].", question), "a placeholder for the paper is no content"
+    question = "Which LLM judges does the Item Response Theory study look at?"
+    assert adds_nothing("The Item Response Theory study looks at LLM judges [1].", question)
+    assert adds_nothing("Source looks at LLM judges [1].", question), "a placeholder for the paper is no content"
     assert not adds_nothing("The study analysed GPT-4o, Claude and five other judges [1].", question)
     assert not adds_nothing("It reaches 2.81× [1].", "What speedup does it reach?"), "a new figure is content"
 
@@ -117,7 +117,7 @@ def test_a_name_the_papers_abstract_never_mentions_is_a_near_miss(scripted, scri
 
 
 def test_a_which_paper_question_about_something_no_abstract_says_is_refused_without_the_model(scripted, scripted_llm):
-    answer = scripted.ask("Which paper summarizes long legal documents?")
+    answer = scripted.ask("Which paper condenses lengthy court rulings into short summaries?")
     assert answer.refused and answer.status == "not_in_abstracts" and answer.citations == []
     assert any("does not speak to any part of the question" in notice for notice in answer.notices)
     assert scripted_llm.requests == []

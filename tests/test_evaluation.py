@@ -434,6 +434,15 @@ def test_the_evaluation_set_is_read_by_the_harness_only() -> None:
         assert not leaked, f"{path.relative_to(root)} contains evaluation questions {leaked}: write other ones"
 
 
+def test_no_test_uses_a_question_of_the_evaluation_set() -> None:
+    """Tests write their own questions: one that repeats an eval question would tune the code to the set."""
+    snippets = [q["question"][:40].lower() for q in ev.load_questions() if len(q["question"]) >= 15]
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        text = path.read_text(encoding="utf-8").lower()
+        leaked = [s for s in snippets if s in text]
+        assert not leaked, f"{path.name} contains evaluation questions {leaked}: write other ones"
+
+
 def test_retrieval_has_not_regressed_below_the_committed_baseline(shared_index_dir: Path, tmp_path: Path) -> None:
     # The CI gate of `assistant eval --retrieval-only --check`: every baseline question, real index.
     args = ["eval", "--retrieval-only", "--check", "--index-dir", str(shared_index_dir), "--out", str(tmp_path)]

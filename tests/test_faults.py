@@ -24,7 +24,7 @@ from assistant.config import PROJECT_ROOT
 from assistant.load import load_papers
 from assistant.text import split_sentences
 
-VEGAS_QUESTION = "What decoding throughput speedup does Vegas get over default vLLM?"
+VEGAS_QUESTION = "Against default vLLM, what throughput speedup is reported for Vegas?"
 VEGAS_LINE = "1. Vegas  (001_65baa146f2004b22.txt #6)"
 VEGAS_SOURCE = "[1] Vegas (001_65baa146f2004b22.txt #6)"
 NEW_PAPERS = 40

@@ -17,7 +17,12 @@ import pytest
 
 from assistant.config import Settings
 from assistant.errors import LLMTimeoutError, LLMUnavailableError, ModelError
+from conftest import free_port
+
 from assistant.llm import LLM, PACKAGED_GGUF_SHA256, PACKAGED_GGUF_SIZE, LocalServer, connect, ensure_gguf
+
+# Every test here starts or assembles the real packaged model.
+pytestmark = pytest.mark.llm
 
 TINY_PROMPT = [{"role": "user", "content": "Count from 1 to 5, separated by commas."}]
 
@@ -25,7 +30,6 @@ TINY_PROMPT = [{"role": "user", "content": "Count from 1 to 5, separated by comm
 def local_settings(**overrides: object) -> Settings:
     """Settings for the embedded model in the shared cache, whatever ASSISTANT_LLM_* says."""
     values: dict[str, object] = {
-        "cache_dir": Path(os.environ.get("ASSISTANT_CACHE_DIR") or Settings.model_fields["cache_dir"].default),
         "llm_backend": "local",
         "llm_base_url": None,
         "gguf_path": None,
@@ -33,12 +37,6 @@ def local_settings(**overrides: object) -> Settings:
     }
     values.update(overrides)
     return Settings(**values)
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +63,7 @@ def test_ensure_gguf_missing_user_file_raises_model_error(tmp_path: Path) -> Non
 
 
 def test_unreachable_server_names_its_url() -> None:
-    url = f"http://127.0.0.1:{closed_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     llm = LLM(base_url=url, model="any", api_key="not-needed", timeout=5)
     with pytest.raises(LLMUnavailableError, match="127.0.0.1") as info:
         llm.chat(TINY_PROMPT)

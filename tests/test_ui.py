@@ -25,14 +25,14 @@ from assistant.text import clean_markup, split_sentences
 from assistant.prompts import REFUSAL_SENTINEL
 from assistant.types import Answer, Citation, Paper, Passage
 
-VEGAS_QUESTION = "What decoding throughput speedup does Vegas get over default vLLM?"
+VEGAS_QUESTION = "Against default vLLM, what throughput speedup is reported for Vegas?"
 # A draft as a small model writes it: one claim the Vegas abstract supports, one it does not.
 VEGAS_DRAFT = "Vegas achieves a 1.25×–2.81× speedup over default vLLM [1]. It is the fastest method ever built [1]."
 VEGAS_VERIFIED = "Vegas achieves a 1.25×–2.81× speedup over default vLLM [1]. It is the fastest method ever built."
 FOLLOW_UP = "Is its code public?"
 FOLLOW_UP_QUERY = "Vegas self-speculative decoding source code availability"
 FOLLOW_UP_DRAFT = "The code of Vegas is available on GitHub [1]."
-ISA_QUESTION = "Which paper proposes sparse attention for in-context video editing?"
+ISA_QUESTION = "Which paper brings sparse attention to editing videos in context?"
 ISA_DRAFT = "ISA is an in-context sparse attention framework for ICL video editing [1]."
 HOSTILE = '<script>alert(1)</script> We study <img src=x onerror="alert(2)"> robust {{x}} ${y} models.'
 
@@ -417,13 +417,13 @@ def test_abstract_and_answer_html_is_escaped() -> None:
 
 
 def test_retrieval_only_ranks_papers_without_the_llm(shared_assistant: Assistant) -> None:
-    assert shared_assistant.engine._llm is None
+    assert shared_assistant.llm_loaded is None
     controller = ui.ChatController(shared_assistant, shared_assistant.settings)
     session = ui.Session()
     [(display, panel, status, session)] = run_turn(
-        controller, "Which paper proposes sparse attention for in-context video editing?", session, retrieval_only=True
+        controller, ISA_QUESTION, session, retrieval_only=True
     )
-    assert shared_assistant.engine._llm is None
+    assert shared_assistant.llm_loaded is None
     assert "ISA" in re.findall(r'<span class="src-title">([^<]*)</span>', panel)[0]
     assert panel.count('class="src-card src-ranked"') == 5 and "Ranked papers" in panel
     assert 'href="#src-1-1"' in display[-1]["content"] and "no language model" in status
@@ -438,7 +438,7 @@ def test_source_filter_limits_retrieval(shared_assistant: Assistant) -> None:
     display, panel, status, session = controller.retrieve(retrieval_job, session, 3, wanted)
     files = re.findall(r'<span class="src-file">([^<]*)</span>', panel)
     assert files and set(files) == {wanted}
-    assert shared_assistant.engine._llm is None
+    assert shared_assistant.llm_loaded is None
 
 
 def test_paper_browser_filters_and_opens_abstracts(shared_assistant: Assistant) -> None:
@@ -455,7 +455,7 @@ def test_paper_browser_filters_and_opens_abstracts(shared_assistant: Assistant) 
 def test_model_status_does_not_start_the_model(shared_assistant: Assistant) -> None:
     line = ui.model_status(shared_assistant, shared_assistant.settings)
     assert "Qwen2.5-Coder-1.5B-Instruct (local)" in line and "starts on the first question" in line
-    assert "57 abstracts" in line and shared_assistant.engine._llm is None
+    assert "57 abstracts" in line and shared_assistant.llm_loaded is None
     remote = Settings(index_dir=Path("/nonexistent"), llm_base_url="http://127.0.0.1:8080/v1", llm_model="qwen")
     assert "qwen at http://127.0.0.1:8080/v1" in ui.backend_label(remote)
 
@@ -499,7 +499,7 @@ def test_app_exposes_the_ask_endpoint(shared_assistant: Assistant) -> None:
     names = {d.get("api_name") for d in app.config["dependencies"]}
     assert "ask" in names
     assert app.analytics_enabled is False
-    assert shared_assistant.engine._llm is None
+    assert shared_assistant.llm_loaded is None
 
 
 def test_ask_api_returns_text_and_sources(
