@@ -22,16 +22,19 @@ PROMPTS_DIR = Path(str(resources.files("assistant.prompts_data")))
 BUNDLED_CORPUS = Path(str(resources.files("assistant.corpus_data")))
 
 
+def _user_dir(variable: str, fallback: str) -> Path:
+    """This application's folder in an XDG base folder: $<variable>, else ~/<fallback>."""
+    return Path(os.environ.get(variable) or Path.home() / fallback) / "icml-assistant"
+
+
 def user_data_dir() -> Path:
     """Where the store lives by default: $XDG_DATA_HOME/icml-assistant (~/.local/share/icml-assistant)."""
-    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(base) / "icml-assistant"
+    return _user_dir("XDG_DATA_HOME", ".local/share")
 
 
 def user_cache_dir() -> Path:
     """Where assembled models and parsed corpora live: $XDG_CACHE_HOME/icml-assistant (~/.cache/...)."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "icml-assistant"
+    return _user_dir("XDG_CACHE_HOME", ".cache")
 
 
 class Settings(BaseSettings):
