@@ -93,13 +93,16 @@ class Claim:
     supported: bool = False
     reason: str = ""
     quotes: dict[int, int] = field(default_factory=dict)  # source number -> index of its supporting sentence
+    scores: dict[int, float] = field(default_factory=dict)  # source number -> how strongly that sentence supports it
 
 
 @dataclass
 class Verified:
+    """The repaired answer text, its citations (each with its best support score), the flagged
+    sentences with the reason, and the share of the draft's sentences that were supported."""
+
     text: str
     citations: list[Citation]
-    claims: list[Claim]
     flagged: list[str]
     supported_share: float
 
@@ -176,7 +179,7 @@ def verify(
             continue
         claims.append(Claim(text=text, markers=markers))
     if not claims:
-        return Verified("", [], [], [], 0.0)
+        return Verified("", [], [], 0.0)
 
     latin = [c for c in claims if not has_cjk(c.text) and not c.supported]
     vectors = encode([c.text for c in latin]) if latin else np.zeros((0, 1))
@@ -188,6 +191,7 @@ def verify(
 
     text_parts, flagged = [], []
     quotes: dict[int, list[int]] = {}
+    support: dict[int, float] = {}  # source number -> its strongest support of any claim
     for claim in claims:
         if claim.supported and not claim.cited:  # a named-papers claim: markers are in its text
             text_parts.append(claim.text + ".")
@@ -200,15 +204,18 @@ def verify(
                 index = claim.quotes[number]
                 if index not in quotes.setdefault(number, []):
                     quotes[number].append(index)
+        for number, score in claim.scores.items():
+            support[number] = max(support.get(number, score), score)
         else:
             flagged.append(f"{claim.text} ({claim.reason})")
             if "number" not in claim.reason:  # keep the prose, uncited; drop invented figures
                 text_parts.append(claim.text)
     citations = [
-        make_citation(n, by_number[n].paper, by_number[n].raw_sentences, quotes[n][:3]) for n in sorted(quotes)
+        make_citation(n, by_number[n].paper, by_number[n].raw_sentences, quotes[n][:3], support.get(n, 0.0))
+        for n in sorted(quotes)
     ]
     share = sum(c.supported for c in claims) / len(claims)
-    return Verified(" ".join(text_parts), citations, claims, flagged, share)
+    return Verified(" ".join(text_parts), citations, flagged, share)
 
 
 def _named_papers(
@@ -227,6 +234,7 @@ def _named_papers(
         if similarities[best] >= threshold - 0.25:  # question-to-sentence similarity runs lower than claim-to-sentence
             claim.cited.append(number)
             claim.quotes[number] = best
+            claim.scores[number] = float(similarities[best])
     if not claim.cited:
         return None
     titles = [f"{sources[n].paper.title} [{n}]" for n in claim.cited]
@@ -283,3 +291,4 @@ def _judge(
     claim.cited = kept
     claim.supported = True
     claim.quotes = {n: support[n][1] for n in kept}
+    claim.scores = {n: support[n][0] for n in kept}

@@ -65,7 +65,10 @@ class Citation:
     """A paper cited by the answer, with the verbatim passage(s) of its abstract that support it.
 
     `spans` are contiguous passages of `paper.abstract`; sentences that are not adjacent are
-    separate spans. `quote` is their text, joined with " … " where there are several.
+    separate spans. `quote` is their text, joined with " … " where there are several. `support`
+    is how strongly that evidence matched what it backs: the similarity of its best sentence to the
+    answer sentence (or to the question, for a sentence the answer quotes itself), with a bonus for
+    the names and numbers they share.
     """
 
     marker: int
@@ -144,6 +147,7 @@ class Answer:
                     "marker": c.marker,
                     "paper": c.paper.to_json(),
                     "quote": clean_markup(c.quote),
+                    "support": round(c.support, 4),
                     "spans": [asdict(span) for span in c.spans],
                 }
                 for c in sorted(self.citations, key=lambda c: c.marker)

@@ -41,6 +41,13 @@ def test_a_correct_citation_is_kept_with_a_verbatim_quote(check, papers):
     assert "2.81" in citation.quote
 
 
+def test_a_citation_carries_the_strength_of_its_support(check):
+    close = check("Vegas improves decoding throughput by 1.25× to 2.81× over default vLLM [2].").citations[0]
+    loose = check("Vegas is a method that makes decoding faster [2].").citations[0]
+    assert close.support >= THRESHOLD
+    assert close.support > loose.support > 0
+
+
 def test_a_citation_to_the_wrong_paper_is_moved_to_the_supporting_one(check):
     result = check("Vegas improves decoding throughput by 1.25× to 2.81× over default vLLM [1].")
     assert [(c.marker, c.paper.title) for c in result.citations] == [(2, "Vegas")]
