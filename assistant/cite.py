@@ -204,12 +204,12 @@ def verify(
                 index = claim.quotes[number]
                 if index not in quotes.setdefault(number, []):
                     quotes[number].append(index)
-        for number, score in claim.scores.items():
-            support[number] = max(support.get(number, score), score)
         else:
             flagged.append(f"{claim.text} ({claim.reason})")
             if "number" not in claim.reason:  # keep the prose, uncited; drop invented figures
                 text_parts.append(claim.text)
+        for number, score in claim.scores.items():
+            support[number] = max(support.get(number, score), score)
     citations = [
         make_citation(n, by_number[n].paper, by_number[n].raw_sentences, quotes[n][:3], support.get(n, 0.0))
         for n in sorted(quotes)

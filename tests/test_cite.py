@@ -39,6 +39,7 @@ def test_a_correct_citation_is_kept_with_a_verbatim_quote(check, papers):
     assert citation.paper.title == "Vegas"
     assert citation.quote in papers["Vegas"].abstract
     assert "2.81" in citation.quote
+    assert result.flagged == [] and result.text.count("1.25") == 1
 
 
 def test_a_citation_carries_the_strength_of_its_support(check):
