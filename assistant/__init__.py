@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .types import Answer, Citation, Paper, Passage
 
 # Imported on first use, so that processes needing one small module (the model server runs
-# `python -m assistant.llm_server`) do not load llama-index and chromadb.
+# `python -m assistant.llm.child`) do not load llama-index and chromadb.
 _EXPORTS = {
     "Assistant": "api", "Settings": "config", "AssistantError": "errors",
     "Answer": "types", "Citation": "types", "Paper": "types", "Passage": "types",

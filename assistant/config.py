@@ -6,6 +6,7 @@ Every field can be set by argument or by an `ASSISTANT_<NAME>` environment varia
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from importlib import resources
 from pathlib import Path
@@ -20,6 +21,16 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # Installed packages are plain folders, so the resources are real paths.
 PROMPTS_DIR = Path(str(resources.files("assistant.prompts_data")))
 BUNDLED_CORPUS = Path(str(resources.files("assistant.corpus_data")))
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether `host` names this machine (a loopback address or localhost)."""
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address((host or "").strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _user_dir(variable: str, fallback: str) -> Path:

@@ -77,3 +77,9 @@ def split_sentences(text: str) -> list[str]:
         else:
             merged.append(part)
     return [p for p in merged if p.strip()]
+
+
+def shorten(text: str, limit: int = 300) -> str:
+    """`text` on one line, cut to at most `limit` characters with an ellipsis."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

@@ -182,7 +182,7 @@ def other_llm_servers(ours: list[int]) -> int:
             continue
         with contextlib.suppress(OSError):
             cmdline = (entry / "cmdline").read_bytes()
-            if b"llama_cpp.server" in cmdline or b"assistant.llm_server" in cmdline:
+            if b"llama_cpp.server" in cmdline or b"assistant.llm.child" in cmdline:
                 count += 1
     return count
 

@@ -31,11 +31,11 @@ from .render import (
     render_sources,
 )
 from .session import Session, Turn
-from .status import StatusBoard, backend_label, is_loopback, model_status, runs_offline
+from .status import StatusBoard, backend_label, model_status, runs_offline
 
 __all__ = [
     "ChatController", "Session", "chat_messages", "panel_at", "StatusBoard", "Turn", "app_title", "auth_for", "backend_label", "build_app",
-    "citation_card", "collection_name", "empty_sources", "esc", "examples_for", "is_loopback", "job_status",
+    "citation_card", "collection_name", "empty_sources", "esc", "examples_for", "job_status",
     "launch_options", "locate_quote", "model_status", "render_answer", "render_draft", "render_error",
     "render_paper_list", "render_ranked", "render_sources", "runs_offline", "serve",
 ]

@@ -20,7 +20,8 @@ from ..types import Paper
 from .controller import ChatController, gr
 from .render import empty_sources, esc, job_status, render_paper_list
 from .session import Session
-from .status import StatusBoard, is_loopback, model_status, runs_offline
+from ..config import is_loopback
+from .status import StatusBoard, model_status, runs_offline
 
 if TYPE_CHECKING:
     from ..api import Assistant

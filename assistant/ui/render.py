@@ -10,7 +10,7 @@ import html
 import re
 from typing import Any
 
-from ..text import clean_markup, split_sentences
+from ..text import clean_markup, shorten, split_sentences
 from ..types import Answer, Citation, Paper, Passage
 from .session import Session, Turn
 
@@ -149,7 +149,7 @@ def passage_card(passage: Passage, rank: int, turn: int, show_score: bool = True
             end = cut if cut > start else start + SNIPPET_CHARS
         snippet = excerpt(paper.text, [(start, end)], mark=False)
     else:
-        snippet = esc(_short(passage.text, SNIPPET_CHARS))
+        snippet = esc(shorten(passage.text, SNIPPET_CHARS))
     score = (
         f' · <span class="src-score" title="fused retrieval score">score {passage.score:.2f}</span>' if show_score else ""
     )
@@ -179,7 +179,7 @@ def empty_sources() -> str:
 
 def render_sources(answer: Answer, turn: int = 1) -> str:
     """The source panel for one answer: cited papers, or the closest/ranked papers."""
-    question = f'<span class="src-question">“{esc(_short(answer.question, 90))}”</span>'
+    question = f'<span class="src-question">“{esc(shorten(answer.question, 90))}”</span>'
     if answer.citations:
         cards = [citation_card(c, turn) for c in sorted(answer.citations, key=lambda c: c.marker)]
         return _panel("Sources", f"Cited in the answer to {question}", cards)
@@ -192,11 +192,6 @@ def render_sources(answer: Answer, turn: int = 1) -> str:
     if answer.llm_failed:
         return _panel("Most relevant papers", "The language model could not answer; ranked by retrieval.", cards)
     return _panel("Ranked papers", f"Retrieval only (no language model) for {question}.", cards)
-
-
-def _short(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def link_markers(escaped: str, turn: int, known: set[int]) -> str:

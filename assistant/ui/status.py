@@ -6,7 +6,6 @@ says "offline" only when nothing leaves the machine, and names the collection th
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 import time
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from ..config import Settings
+from ..config import Settings, is_loopback
 from .render import esc
 
 
@@ -29,16 +28,6 @@ class StatusBoard:
     def post(self, message: str) -> None:
         with self._lock:
             self.message, self.at = message, time.monotonic()
-
-
-def is_loopback(host: str | None) -> bool:
-    """Whether `host` names this machine (an address or localhost)."""
-    if host in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        return ipaddress.ip_address((host or "").strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def runs_offline(settings: Settings) -> bool:

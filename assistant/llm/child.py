@@ -1,6 +1,6 @@
-"""The local model server process: `llama_cpp.server` with a prompt cache that stays small.
+"""The local model's server process itself: `llama_cpp.server` with a prompt cache that stays small.
 
-`llm.LocalServer` runs `python -m assistant.llm_server <llama_cpp.server arguments>`.
+`server.LocalServer` runs `python -m assistant.llm.child <llama_cpp.server arguments>`.
 The server's RAM prompt cache keeps the model state after each request, so a request that
 shares a prefix with any earlier one (the fixed instruction prefix, a repeated question)
 re-reads only the part that differs, not just when it shares it with the request before.
