@@ -253,11 +253,15 @@ class AnswerEngine:
         mark = time.perf_counter()
         # One embedding of the query serves retrieval, sentence selection and verification.
         query_vector = self._encode([answer.search_query])[0]
+        mark_vector = time.perf_counter()
         k = k or self.settings.k
         # Topic lists and comparisons look wider: every paper of a topic, both sides of a comparison.
         wanted = max(k, self.settings.topic_candidates) if intent.kind in ("topic", "comparison") else k
-        passages = self.retriever.retrieve(answer.search_query, k=wanted, source=source, embedding=query_vector.tolist())
+        passages = self.retriever.retrieve(
+            answer.search_query, k=wanted, source=source, embedding=query_vector.tolist(), timings=timings
+        )
         timings["retrieve"] = time.perf_counter() - mark
+        timings["query_embedding"] = mark_vector - mark  # the retriever was handed the vector computed here
         answer.passages = passages[:k]
         # A paper the question names is relevant however its text scores ("... SCM-GRPO ...").
         named = decide.named_papers(f"{question} {answer.search_query}", passages)
@@ -294,9 +298,15 @@ class AnswerEngine:
         try:
             mark = time.perf_counter()
             if self.settings.answer_format == "quote_first":
+                messages, options = self._quote_first(prompt_question, context)
+            else:
+                messages, options = self._messages(prompt_question, context), {}
+            answer.prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
+            deltas = self.llm.stream_chat(messages, max_tokens=self.settings.max_answer_tokens, **options)
+            if self.settings.answer_format == "quote_first":
                 reply: list[str] = []
                 field = _AnswerField()
-                for delta in self._quote_first(prompt_question, context):
+                for delta in deltas:
                     if not reply:
                         timings["first_token"] = time.perf_counter() - started
                     reply.append(delta)
@@ -307,8 +317,7 @@ class AnswerEngine:
             else:
                 draft: list[str] = []
                 shown = 0  # tokens already yielded; a draft that may be the refusal sentinel is held back
-                for delta in self.llm.stream_chat(self._messages(prompt_question, context),
-                                                  max_tokens=self.settings.max_answer_tokens):
+                for delta in deltas:
                     if not draft:
                         timings["first_token"] = time.perf_counter() - started
                     draft.append(delta)
@@ -394,8 +403,11 @@ class AnswerEngine:
             plan.notices.append("No sentence of the closest abstracts is close enough to the question to answer from.")
         return plan
 
-    def _quote_first(self, question: str, context: list[tuple[Source, list[int]]]) -> Iterator[str]:
-        """The model picks the ids of the sentences that answer (grammar-constrained JSON), then writes."""
+    def _quote_first(
+        self, question: str, context: list[tuple[Source, list[int]]]
+    ) -> tuple[list[dict[str, str]], dict[str, Any]]:
+        """The request in which the model picks the ids of the sentences that answer (grammar-constrained
+        JSON), then writes: its messages and the options that constrain the output."""
         ids = [f"{source.number}.{i + 1}" for source, indices in context for i in indices]
         blocks = [
             f"[{source.number}] {source.paper.title}\n" + "\n".join(f"({source.number}.{i + 1}) {source.clean_sentences[i]}" for i in indices)
@@ -414,8 +426,7 @@ class AnswerEngine:
             "required": ["evidence", "answer"],
             "additionalProperties": False,
         }
-        yield from self.llm.stream_chat(messages, max_tokens=self.settings.max_answer_tokens,
-                                        response_format=self.llm.json_format(schema))
+        return messages, {"response_format": self.llm.json_format(schema)}
 
     def _after_draft(
         self, answer: Answer, draft: str, plan: Decision, passages: list[Passage], query_vector: np.ndarray,

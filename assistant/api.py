@@ -97,9 +97,13 @@ class Assistant:
         assistant.timings["startup"] = time.perf_counter() - started
         return assistant
 
-    def retrieve(self, question: str, k: int | None = None, source: str | None = None) -> list[Passage]:
-        """Ranked papers for `question`, one entry per paper (optionally from one corpus file)."""
-        return self.retriever.retrieve(question, k=k or self.settings.k, source=source)
+    def retrieve(
+        self, question: str, k: int | None = None, source: str | None = None, timings: dict[str, float] | None = None
+    ) -> list[Passage]:
+        """Ranked papers for `question`, one entry per paper (optionally from one corpus file).
+
+        `timings`, if given, receives the seconds of each part (query_embedding, dense, keyword, fuse)."""
+        return self.retriever.retrieve(question, k=k or self.settings.k, source=source, timings=timings)
 
     def ask(
         self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None

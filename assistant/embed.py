@@ -84,6 +84,10 @@ class MiniLMEmbedding(BaseEmbedding):
             return np.zeros((0, MINILM_DIM), dtype=np.float32)
         return np.concatenate([self._run(texts[i : i + _RUN_BATCH]) for i in range(0, len(texts), _RUN_BATCH)])
 
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Word pieces of each text as the model reads it (after truncation, without padding)."""
+        return [sum(e.attention_mask) for e in self._tokenizer.encode_batch(texts)]
+
     def _run(self, texts: list[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)

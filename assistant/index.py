@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -30,6 +30,11 @@ Progress = Callable[[int, int], None]  # (chunks embedded so far, chunks to embe
 
 @dataclass(frozen=True)
 class IndexReport:
+    """What an index run did. `stages` are the seconds it spent in each part of the work:
+    read_stored (chunk ids and hashes already in the store), chunk, copy (unchanged papers'
+    vectors into the new generation), embed and write (the new chunks); the rest of `seconds`
+    is opening, checking and switching generations."""
+
     papers: int
     chunks: int
     embedded_papers: int
@@ -39,6 +44,7 @@ class IndexReport:
     collection: str
     warnings: tuple[str, ...] = ()  # about the corpus (repeated abstracts)
     notes: tuple[str, ...] = ()  # about the store (an interrupted update resumed or discarded)
+    stages: dict[str, float] = field(default_factory=dict)
 
 
 _WARNINGS_SHOWN = 10
@@ -118,15 +124,21 @@ def build_index(
                 dim = len(embedder().get_text_embedding("dimension probe"))
             target = store.new_generation(model, dim, target=fingerprint)
 
+        stages = dict.fromkeys(("read_stored", "chunk", "copy", "embed", "write"), 0.0)
+        mark = time.perf_counter()
         wanted = {paper.id: paper_hash(paper, settings) for paper in papers}
         stored = store.paper_hashes(base) if base is not None else {}
         written = store.paper_hashes(target)  # empty unless resuming
+        stages["read_stored"] = time.perf_counter() - mark
         store.delete(target, [cid for pid, (digest, ids) in written.items() if wanted.get(pid) != digest for cid in ids])
         done = {cid for pid, (digest, ids) in written.items() if wanted.get(pid) == digest for cid in ids}
         reused = [cid for pid, (digest, ids) in stored.items() if wanted.get(pid) == digest for cid in ids]
         changed = [paper for paper in papers if stored.get(paper.id, ("", []))[0] != wanted[paper.id]]
+        mark = time.perf_counter()
         todo = [node for node in chunk_papers(changed, settings) if node.node_id not in done]
+        stages["chunk"] = time.perf_counter() - mark
         store.copy(base, target, [cid for cid in reused if cid not in done])
+        stages["copy"] = time.perf_counter() - mark - stages["chunk"]
 
         # Embed in batches sorted by length (less padding), writing each batch as it completes,
         # so an interrupted run that is resumed loses at most one batch of work.
@@ -138,7 +150,12 @@ def build_index(
             model_instance = embedder()
             for start in range(0, len(todo), batch):
                 part = todo[start : start + batch]
-                store.upsert(target, part, model_instance.get_text_embedding_batch([n.text for n in part]))
+                mark = time.perf_counter()
+                vectors = model_instance.get_text_embedding_batch([n.text for n in part])
+                embedded = time.perf_counter()
+                store.upsert(target, part, vectors)
+                stages["embed"] += embedded - mark
+                stages["write"] += time.perf_counter() - embedded
                 if progress:
                     progress(min(start + batch, len(todo)), len(todo))
         store.mark_complete(target, fingerprint, paths)  # the fingerprint last, then the switch
@@ -155,4 +172,5 @@ def build_index(
         collection=target.name,
         warnings=tuple(warnings),
         notes=tuple(notes),
+        stages=stages,
     )

@@ -15,6 +15,7 @@ import math
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,11 +162,22 @@ class HybridRetriever:
         source: str | None = None,
         fusion: str | None = None,
         embedding: list[float] | None = None,
+        timings: dict[str, float] | None = None,
     ) -> list[Passage]:
         """The `k` best papers for `question`, best first (optionally only from corpus file `source`).
 
         `embedding` is the question's vector when the caller already has it (it is not recomputed).
+        `timings`, if given, receives the seconds of each part: query_embedding, dense, keyword, fuse.
         """
+        spent = timings if timings is not None else {}
+        mark = time.perf_counter()
+
+        def lap(stage: str) -> None:
+            nonlocal mark
+            now = time.perf_counter()
+            spent[stage] = now - mark
+            mark = now
+
         question = question.strip()
         if not question:
             raise QuestionError("The question is empty. Type a question about the papers.")
@@ -174,9 +186,12 @@ class HybridRetriever:
         k = k or self.settings.k
         fusion = fusion or self.settings.fusion
         query = QueryBundle(query_str=question, embedding=embedding or self.embedder.get_query_embedding(question))
+        lap("query_embedding")
         n = max(self.settings.candidates, k * 3)
         dense = self._best_per_paper(self._dense(query, source, n), cosine=True) if fusion != "bm25" else {}
+        lap("dense")
         keyword = self._best_per_paper(self._keyword(query, source), cosine=False) if fusion != "dense" else {}
+        lap("keyword")
         scores = self._fuse(dense, keyword, fusion)
         ranked = sorted(scores, key=lambda p: -scores[p])[:k]
         passages = []
@@ -191,6 +206,7 @@ class HybridRetriever:
                     keyword_score=round(keyword[paper_id].score, 4) if paper_id in keyword else 0.0,
                 )
             )
+        lap("fuse")
         return passages
 
     def _fuse(self, dense: dict[str, _Side], keyword: dict[str, _Side], fusion: str) -> dict[str, float]:

@@ -96,7 +96,10 @@ class Answer:
     was read as asking ("fact", "which_paper", "topic", "comparison"); `confidence` how closely
     the best evidence sentence matches the question (the figure the decision thresholds act on);
     `supported_share` the share of the answer's sentences the verifier found supported (None
-    when no answer was verified).
+    when no answer was verified); `prompt_tokens` the size of the prompt sent to the model for
+    the answer (tiktoken's count, within a few percent of the model's own; 0 when none was sent).
+    `timings` are seconds per stage: condense, retrieve (with its parts query_embedding, dense,
+    keyword, fuse), decide, first_token, generate, total.
     """
 
     question: str
@@ -111,6 +114,7 @@ class Answer:
     intent: str = ""
     confidence: float = 0.0
     supported_share: float | None = None
+    prompt_tokens: int = 0
 
     @property
     def refused(self) -> bool:
@@ -142,6 +146,7 @@ class Answer:
             "confidence": round(self.confidence, 4),
             "supported_share": self.supported_share,
             "search_query": self.search_query,
+            "prompt_tokens": self.prompt_tokens,
             "citations": [
                 {
                     "marker": c.marker,

@@ -14,6 +14,7 @@ import socket
 import pytest
 
 from assistant import Answer, Assistant
+from assistant.chunk import count_tokens
 from assistant.errors import QuestionError
 from assistant.decide import unknown_specifics
 from assistant.load import load_papers
@@ -159,6 +160,15 @@ def test_a_question_about_something_no_abstract_mentions_is_refused_before_the_m
     assert "Vegas" in answer.text  # the closest papers are named
     assert any("SGLang" in notice for notice in answer.notices)
     assert scripted_llm.requests == []
+
+
+def test_an_answer_records_the_size_of_the_prompt_the_model_read(shared_index_dir, scripted_llm):
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
+    scripted_llm.queue("Vegas improves decoding throughput by 1.25×–2.81× over default vLLM [1].")
+    with Assistant.from_settings(settings) as assistant:
+        answer = assistant.ask("How does Vegas speed up long-context decoding?")
+    sent = scripted_llm.messages(0)
+    assert answer.prompt_tokens == sum(count_tokens(m["content"]) for m in sent) > 0
 
 
 def test_names_the_abstract_spells_out_are_not_unknown():

@@ -81,6 +81,17 @@ def test_indexing_twice_embeds_nothing_the_second_time_and_keeps_the_chunk_count
     assert Store(settings).info().chunks == first.chunks
 
 
+def test_an_index_run_reports_the_time_of_each_stage_of_its_work(
+    tmp_path: Path, small_corpus: Path, embedder: MiniLMEmbedding
+) -> None:
+    settings = make_settings(tmp_path / "store")
+    first = index(small_corpus, settings, embedder)
+    assert set(first.stages) == {"read_stored", "chunk", "copy", "embed", "write"}
+    assert first.stages["embed"] > 0 and first.stages["write"] > 0
+    assert sum(first.stages.values()) <= first.seconds
+    assert index(small_corpus, settings, embedder).stages == {}  # up to date: no stage ran
+
+
 def test_reindexing_an_unchanged_corpus_reads_no_chunk_metadata_back(
     tmp_path: Path, small_corpus: Path, embedder: MiniLMEmbedding, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -141,6 +142,16 @@ def test_a_question_vector_given_by_the_caller_is_what_the_dense_search_uses(sha
     swapped = retriever.retrieve(question, fusion="dense", embedding=shared_assistant.embedder.get_query_embedding(other))
     assert [(p.paper.id, p.score) for p in own] == [(p.paper.id, p.score) for p in retriever.retrieve(question, fusion="dense")]
     assert [p.paper.id for p in swapped] == [p.paper.id for p in retriever.retrieve(other, fusion="dense")]
+
+
+def test_retrieval_reports_the_time_of_each_of_its_parts(shared_assistant: Assistant) -> None:
+    timings: dict[str, float] = {}
+    mark = time.perf_counter()
+    shared_assistant.retrieve(SAMPLE_QUESTIONS[0], timings=timings)
+    spent = time.perf_counter() - mark
+    assert set(timings) == {"query_embedding", "dense", "keyword", "fuse"}
+    assert all(seconds > 0 for seconds in timings.values())
+    assert sum(timings.values()) <= spent
 
 
 def test_the_keyword_index_is_saved_under_the_index_fingerprint(tmp_path: Path, corpus_copy: list[Path]) -> None:
