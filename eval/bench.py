@@ -29,6 +29,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +46,9 @@ from assistant.config import BUNDLED_CORPUS, Settings  # noqa: E402
 from assistant.embed import make_embedder  # noqa: E402
 from assistant.index import corpus_fingerprint  # noqa: E402
 from assistant.load import load_papers  # noqa: E402
-from assistant.text import split_sentences  # noqa: E402
 from assistant.retrieve import HybridRetriever  # noqa: E402
 from assistant.store import Store  # noqa: E402
+from assistant.text import split_sentences  # noqa: E402
 from assistant.types import Answer  # noqa: E402
 
 IMPORT_SECONDS = time.perf_counter() - _T_IMPORT
@@ -309,46 +310,9 @@ def measure_embedding(embedder: Any, texts: list[str], batch: int) -> dict[str, 
         out[f"{label}_seconds"] = r(seconds, 3)
         out[f"{label}_texts_per_s"] = r(len(order) / seconds, 1)
     out["texts_per_s"] = out["sorted_texts_per_s"]
-    if hasattr(embedder, "_tokenizer"):
-        # The tokenizer pads to the batch's longest text, so count the attention mask, not the ids.
-        masks = [sum(e.attention_mask) for e in embedder._tokenizer.encode_batch(texts[:256])]
-        out["mean_wordpiece_tokens"] = round(sum(masks) / len(masks), 1)
+    counts = embedder.token_counts(texts[:256])
+    out["mean_wordpiece_tokens"] = round(sum(counts) / len(counts), 1)
     return out
-
-
-@contextlib.contextmanager
-def build_probes() -> Iterator[dict[str, float]]:
-    """Time spent inside embedding, Chroma writes and index reads during a build (bench-process patch only)."""
-    from assistant import embed as embed_module
-    from assistant import index as index_module
-
-    spent = {"embed_s": 0.0, "upsert_s": 0.0, "read_hashes_s": 0.0, "chunk_s": 0.0}
-    originals = (
-        (embed_module.MiniLMEmbedding, "encode", "embed_s"),
-        (Store, "upsert", "upsert_s"),
-        (Store, "paper_hashes", "read_hashes_s"),
-        (index_module, "chunk_papers", "chunk_s"),
-    )
-    originals = tuple(o for o in originals if hasattr(o[0], o[1]))  # tolerate renamed internals
-    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in originals]
-
-    def timed(function: Callable[..., Any], key: str) -> Callable[..., Any]:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            mark = time.perf_counter()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                spent[key] += time.perf_counter() - mark
-
-        return wrapper
-
-    for (owner, name, key), (_, _, function) in zip(originals, saved):
-        setattr(owner, name, timed(function, key))
-    try:
-        yield spent
-    finally:
-        for owner, name, function in saved:
-            setattr(owner, name, function)
 
 
 def progress_printer(label: str) -> Callable[[int, int], None]:
@@ -369,11 +333,10 @@ def progress_printer(label: str) -> Callable[[int, int], None]:
 
 
 def measure_build(settings: Settings, paths: list[Path], label: str, embed_rate: float | None) -> dict[str, Any]:
-    """A first build, then a re-index with nothing changed."""
-    with build_probes() as spent:
-        mark = time.perf_counter()
-        report = reindex(settings, paths, rebuild=False, progress=progress_printer(label))
-        wall = time.perf_counter() - mark
+    """A first build, then a re-index with nothing changed; the stage times are the index run's own."""
+    mark = time.perf_counter()
+    report = reindex(settings, paths, rebuild=False, progress=progress_printer(label))
+    wall = time.perf_counter() - mark
     out: dict[str, Any] = {
         "papers": report.papers,
         "chunks": report.chunks,
@@ -385,15 +348,14 @@ def measure_build(settings: Settings, paths: list[Path], label: str, embed_rate:
     }
     if embed_rate and out["chunks_per_s"]:
         out["ratio_index_to_embedding"] = r(out["chunks_per_s"] / embed_rate, 3)
-    out["inside_build"] = {k: r(v, 3) for k, v in spent.items()}
-    if spent["embed_s"] > 0:
-        out["embedding_texts_per_s_during_build"] = r(report.embedded_chunks / spent["embed_s"], 1)
-        out["embedding_share_of_build"] = r(spent["embed_s"] / report.seconds, 3)
-    with build_probes() as spent:
-        mark = time.perf_counter()
-        again = reindex(settings, paths, rebuild=False)
-        out["reindex_unchanged_seconds"] = r(time.perf_counter() - mark, 3)
-    out["reindex_unchanged_inside"] = {k: r(v, 3) for k, v in spent.items()}
+    out["stages"] = {k: r(v, 3) for k, v in report.stages.items()}
+    if report.stages.get("embed"):
+        out["embedding_texts_per_s_during_build"] = r(report.embedded_chunks / report.stages["embed"], 1)
+        out["embedding_share_of_build"] = r(report.stages["embed"] / report.seconds, 3)
+    mark = time.perf_counter()
+    again = reindex(settings, paths, rebuild=False)
+    out["reindex_unchanged_seconds"] = r(time.perf_counter() - mark, 3)
+    out["reindex_unchanged_index_seconds"] = r(again.seconds, 3)
     out["reindex_unchanged_embedded_chunks"] = again.embedded_chunks
     return out
 
@@ -479,25 +441,23 @@ def fresh_process_startup(settings: Settings) -> dict[str, Any]:
 
 
 def measure_retrieval(a: Assistant, questions: list[str], k: int = 5) -> dict[str, Any]:
-    """Per query, interleaved so that load on the shared machine hits every figure alike."""
-    from llama_index.core.schema import QueryBundle
-
+    """Per query, interleaved so that load on the shared machine hits every figure alike. The parts
+    of a retrieval (query embedding, dense side, BM25 side, fusion) are the ones retrieve() reports."""
     collection = a.store.active()
     n = max(a.settings.candidates, k * 3)
     for q in questions[:3]:  # warm-up
         a.retrieve(q, k=k)
-    times: dict[str, list[float]] = {
-        "retrieve": [], "query_embedding": [], "bare_chroma": [], "store_query": [], "dense_llamaindex": [], "bm25": [],
-    }
+    parts = ("query_embedding", "dense", "keyword", "fuse")
+    times: dict[str, list[float]] = {name: [] for name in ("retrieve", *parts, "bare_chroma", "store_query")}
     for q in questions:
+        spent: dict[str, float] = {}
         mark = time.perf_counter()
-        a.retrieve(q, k=k)
+        a.retrieve(q, k=k, timings=spent)
         times["retrieve"].append(time.perf_counter() - mark)
+        for name in parts:
+            times[name].append(spent[name])
 
-        mark = time.perf_counter()
         vector = a.embedder.get_query_embedding(q)
-        times["query_embedding"].append(time.perf_counter() - mark)
-
         mark = time.perf_counter()
         collection.query(query_embeddings=[vector], n_results=n, include=["documents", "metadatas", "distances"])
         times["bare_chroma"].append(time.perf_counter() - mark)
@@ -505,16 +465,6 @@ def measure_retrieval(a: Assistant, questions: list[str], k: int = 5) -> dict[st
         mark = time.perf_counter()
         a.store.query(vector, n)
         times["store_query"].append(time.perf_counter() - mark)
-
-        # Diagnostics through the retriever's own sides (skipped if they were renamed).
-        with contextlib.suppress(AttributeError, TypeError):
-            bundle = QueryBundle(query_str=q, embedding=vector)
-            mark = time.perf_counter()
-            a.retriever._dense(bundle, None, n)
-            times["dense_llamaindex"].append(time.perf_counter() - mark)
-            mark = time.perf_counter()
-            a.retriever._keyword(bundle, None)
-            times["bm25"].append(time.perf_counter() - mark)
     out: dict[str, Any] = {"queries": len(questions), "k": k, "candidates": n}
     out.update({name: stats_ms(values) for name, values in times.items()})
     bare = out["bare_chroma"]["p50_ms"]
@@ -530,9 +480,11 @@ def print_retrieval(res: dict[str, Any], label: str) -> None:
     say(f"    Assistant.retrieve()          {fmt_ms(res['retrieve'])}")
     say(f"    bare chromadb query           {fmt_ms(res['bare_chroma'])}")
     say(f"    Store.query                   {fmt_ms(res['store_query'])}")
-    say(f"    query embedding alone         {fmt_ms(res['query_embedding'])}")
-    say(f"    dense side via llama-index    {fmt_ms(res['dense_llamaindex'])}")
-    say(f"    BM25 side                     {fmt_ms(res['bm25'])}")
+    say("    its parts, as retrieve() reports them:")
+    say(f"      query embedding             {fmt_ms(res['query_embedding'])}")
+    say(f"      dense side via llama-index  {fmt_ms(res['dense'])}")
+    say(f"      BM25 side                   {fmt_ms(res['keyword'])}")
+    say(f"      fusion                      {fmt_ms(res['fuse'])}")
     say(f"    ratio retrieve p50 / bare chromadb p50 = {res['ratio_retrieve_to_bare_p50']}x")
     say(
         f"    ratio (retrieve p50 - query embedding p50) / bare chromadb p50 = "
@@ -547,22 +499,22 @@ def print_build(b: dict[str, Any], label: str) -> None:
     )
     if "ratio_index_to_embedding" in b:
         say(f"    ratio indexing chunks/s / raw embedding texts/s = {b['ratio_index_to_embedding']}")
-    if "inside_build" in b:
-        ib = b["inside_build"]
+    st = b.get("stages") or {}
+    if st:
         say(
-            f"    inside the build: embedding {ib['embed_s']:.2f} s ({b.get('embedding_texts_per_s_during_build')} texts/s, "
-            f"{100 * (b.get('embedding_share_of_build') or 0):.0f}% of it), Chroma upserts {ib['upsert_s']:.2f} s, "
-            f"chunking {ib['chunk_s']:.2f} s, reading stored hashes {ib['read_hashes_s']:.2f} s"
+            f"    stages (the index run's own figures): embedding {st['embed']:.2f} s "
+            f"({b.get('embedding_texts_per_s_during_build')} texts/s, "
+            f"{100 * (b.get('embedding_share_of_build') or 0):.0f}% of the build), Chroma writes {st['write']:.2f} s, "
+            f"chunking {st['chunk']:.2f} s, copying unchanged {st['copy']:.2f} s, reading stored hashes {st['read_stored']:.2f} s"
         )
     if label.endswith("synthetic abstracts") and b.get("chunks_per_s"):
         projected = 10_000 * b["chunks_per_paper"] / b["chunks_per_s"]
         b["projected_10k_build_seconds"] = r(projected, 0)
         say(f"    at this rate 10,000 abstracts would take ~{projected / 60:.0f} min to index")
-    ri = b.get("reindex_unchanged_inside", {})
     say(
         f"  re-index with nothing changed: {b['reindex_unchanged_seconds']:.2f} s "
-        f"({b['reindex_unchanged_embedded_chunks']} chunks re-embedded; chunking {ri.get('chunk_s', 0):.2f} s, "
-        f"reading stored hashes {ri.get('read_hashes_s', 0):.2f} s, the rest is loading the papers)"
+        f"({b['reindex_unchanged_embedded_chunks']} chunks re-embedded; the index check itself "
+        f"{b['reindex_unchanged_index_seconds']:.2f} s, the rest is loading the papers)"
     )
 
 
@@ -740,6 +692,7 @@ def ask_timed(a: Assistant, question: str, server_pid: int | None) -> dict[str, 
         out["citations"] = len(final.citations)
         out["retrieval_only"] = final.retrieval_only
         out["answer"] = final.text[:160]
+        out["prompt_tokens"] = final.prompt_tokens
         gen = final.timings.get("generate")
         if gen and tokens > 1:
             out["answer_pieces_per_s"] = r(tokens / gen, 2)
@@ -765,6 +718,12 @@ def print_ask(label: str, row: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------------------------
 
 
+def llm_server_of(a: Assistant) -> Any:
+    """The local model server `a` started, if it has started one (never starts it)."""
+    llm = a.llm_loaded
+    return llm.server if llm is not None else None
+
+
 class Context:
     """Everything that must be cleaned up: temp folder, assistants (LLM servers), Chroma server."""
 
@@ -776,7 +735,7 @@ class Context:
     def child_pids(self) -> list[int]:
         pids = [self.chroma.pid] if self.chroma is not None and self.chroma.pid else []
         for a in self.assistants:
-            server = getattr(getattr(a.engine, "_llm", None), "server", None)
+            server = llm_server_of(a)
             if server is not None and server.pid:
                 pids.append(server.pid)
         return pids
@@ -789,7 +748,7 @@ class Context:
         done = []
         for a in self.assistants:
             with contextlib.suppress(Exception):
-                server = getattr(a.engine._llm, "server", None) if a.engine._llm is not None else None
+                server = llm_server_of(a)
                 a.close()
                 if server is not None:
                     done.append(f"stopped LLM server pid {server.pid}")
@@ -809,15 +768,27 @@ def embedded_settings(folder: Path, corpus: list[Path]) -> Settings:
     return Settings(index_dir=folder, corpus=corpus, chroma_host=None, collection="papers")
 
 
-def run(args: argparse.Namespace, rep: Report, ctx: Context) -> None:
-    n_synth = args.n_synthetic if args.n_synthetic is not None else (1000 if args.quick else 10_000)
-    real = real_corpus()
-    questions = [q["question"] for q in load_questions(args.queries)]
-    meter = CpuMeter(ctx.child_pids)
-    rep.snapshot("after imports")
+@dataclass
+class Run:
+    """What the sections of one benchmark run share: its inputs, the report, what to clean up,
+    and what earlier sections produced for later ones."""
 
-    # -- machine ---------------------------------------------------------------------------
-    m = rep.section("machine", "Machine")
+    args: argparse.Namespace
+    rep: Report
+    ctx: Context
+    meter: CpuMeter
+    real: list[Path]
+    questions: list[str]
+    n_synth: int
+    embed_rate: float | None = None
+    a_real: Assistant | None = None
+    a_syn: Assistant | None = None
+    synth_path: Path | None = None
+    server_pid: int | None = None
+
+
+def machine_section(run: Run) -> None:
+    m = run.rep.section("machine", "Machine")
     cpu_model = next(
         (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
         platform.processor() or "unknown",
@@ -840,8 +811,8 @@ def run(args: argparse.Namespace, rep: Report, ctx: Context) -> None:
         "loadavg_start": loadavg(),
         "other_llm_servers_at_start": other_llm_servers([]),
         "import_seconds": r(IMPORT_SECONDS, 3),
-        "synthetic_abstracts": n_synth,
-        "queries": len(questions),
+        "synthetic_abstracts": run.n_synth,
+        "queries": len(run.questions),
     })
     say(f"  CPU: {cpu_model}; {m['cores']} cores ({m['usable_cores']} usable); RAM {m['ram_gib']} GiB")
     say(f"  Python {m['python']} on {m['platform']}")
@@ -852,22 +823,24 @@ def run(args: argparse.Namespace, rep: Report, ctx: Context) -> None:
     )
     say(f"  importing the assistant package took {IMPORT_SECONDS:.2f} s")
 
-    # -- synthetic corpus ------------------------------------------------------------------
-    synth_path = ctx.tmp / f"synthetic_{n_synth}.jsonl"
-    mark = time.perf_counter()
-    synth_info = make_synthetic(real, n_synth, args.seed, synth_path)
-    synth_info["generate_seconds"] = r(time.perf_counter() - mark, 3)
-    rep.data["synthetic_corpus"] = synth_info
 
-    # -- embedding throughput --------------------------------------------------------------
-    e = rep.section("embedding", "Embedding model alone (MiniLM int8 ONNX)")
-    base = embedded_settings(ctx.tmp / "unused", real)
-    with meter.measure(e):
+def synthetic_corpus_section(run: Run) -> None:
+    run.synth_path = run.ctx.tmp / f"synthetic_{run.n_synth}.jsonl"
+    mark = time.perf_counter()
+    info = make_synthetic(run.real, run.n_synth, run.args.seed, run.synth_path)
+    info["generate_seconds"] = r(time.perf_counter() - mark, 3)
+    run.rep.data["synthetic_corpus"] = info
+
+
+def embedding_section(run: Run) -> None:
+    e = run.rep.section("embedding", "Embedding model alone (MiniLM int8 ONNX)")
+    base = embedded_settings(run.ctx.tmp / "unused", run.real)
+    with run.meter.measure(e):
         mark = time.perf_counter()
         embedder = make_embedder(base)
         load_s = time.perf_counter() - mark
-        chunks = [n.text for n in chunk_papers(load_papers(real), base)]
-        texts = (chunks * (args.embed_texts // max(len(chunks), 1) + 1))[: args.embed_texts]
+        chunks = [n.text for n in chunk_papers(load_papers(run.real), base)]
+        texts = (chunks * (run.args.embed_texts // max(len(chunks), 1) + 1))[: run.args.embed_texts]
         e.update(measure_embedding(embedder, texts, base.embed_batch_size))
     e["model_load_seconds"] = r(load_s, 3)
     e["real_chunks"] = len(chunks)
@@ -877,131 +850,157 @@ def run(args: argparse.Namespace, rep: Report, ctx: Context) -> None:
     )
     say(f"  embedder load (ONNX session + tokenizer + sha256 checks): {load_s:.2f} s")
     print_contention(e)
-    embed_rate = e["texts_per_s"]
-    del embedder
+    run.embed_rate = e["texts_per_s"]
 
-    # -- index build: 57 real abstracts ----------------------------------------------------
-    i = rep.section("index", "Index build (embedded Chroma)")
-    s_real = embedded_settings(ctx.tmp / "store-real", real)
+
+def build_and_open(run: Run, settings: Settings, paths: list[Path], label: str, into: dict[str, Any]) -> Assistant:
+    """Index `paths`, then open the index as a user's start-up would, timing both."""
+    into.update(measure_build(settings, paths, label, run.embed_rate))
+    run.rep.snapshot(f"{label} index built")
+    assistant_obj, st = measure_startup(settings)
+    run.ctx.keep(assistant_obj)
+    st["breakdown"] = startup_breakdown(settings)
+    if not run.args.no_fresh_process:
+        st["fresh_process"] = fresh_process_startup(settings)
+    into["startup"] = st
+    return assistant_obj
+
+
+def real_index_section(run: Run) -> None:
+    i = run.rep.section("index", "Index build (embedded Chroma)")
     i["real"] = {}
-    with meter.measure(i["real"]):
-        i["real"].update(measure_build(s_real, real, "real", embed_rate))
-        a_real, st = measure_startup(s_real)
-        ctx.keep(a_real)
-        st["breakdown"] = startup_breakdown(s_real)
-        if not args.no_fresh_process:
-            st["fresh_process"] = fresh_process_startup(s_real)
-        i["real"]["startup"] = st
-    print_build(i["real"], f"{len(real)} files")
-    print_startup(st, f"{len(a_real.papers)}-paper")
+    with run.meter.measure(i["real"]):
+        run.a_real = build_and_open(run, embedded_settings(run.ctx.tmp / "store-real", run.real), run.real, "real", i["real"])
+    print_build(i["real"], f"{len(run.real)} files")
+    print_startup(i["real"]["startup"], f"{len(run.a_real.papers)}-paper")
     print_contention(i["real"])
-    rep.snapshot("real index open")
+    run.rep.snapshot("real index open")
 
-    # -- synthetic --------------------------------------------------------------------------
+
+def synthetic_index_section(run: Run) -> None:
+    assert run.synth_path is not None
+    i = run.rep.data["index"]
+    info = run.rep.data["synthetic_corpus"]
     say(
-        f"  synthetic corpus: {n_synth} abstracts (seed {args.seed}), mean {synth_info['mean_chars']} chars "
-        f"(real: {synth_info['real_mean_chars']}), {synth_info['file_mib']} MiB, generated in {synth_info['generate_seconds']} s"
+        f"  synthetic corpus: {run.n_synth} abstracts (seed {run.args.seed}), mean {info['mean_chars']} chars "
+        f"(real: {info['real_mean_chars']}), {info['file_mib']} MiB, generated in {info['generate_seconds']} s"
     )
+    settings = embedded_settings(run.ctx.tmp / "store-synthetic", [run.synth_path])
     mark = time.perf_counter()
-    synth_papers = load_papers([synth_path])
+    papers = load_papers([run.synth_path])
     load_s = time.perf_counter() - mark
     mark = time.perf_counter()
-    synth_chunks = len(chunk_papers(synth_papers, s_real))
+    chunks = len(chunk_papers(papers, settings))
     chunk_s = time.perf_counter() - mark
-    del synth_papers
-    projected = synth_chunks / embed_rate if embed_rate else None
+    del papers
+    projected = chunks / run.embed_rate if run.embed_rate else None
     i["synthetic_preflight"] = {
-        "load_seconds": r(load_s, 3), "chunk_seconds": r(chunk_s, 3), "chunks": synth_chunks,
+        "load_seconds": r(load_s, 3), "chunk_seconds": r(chunk_s, 3), "chunks": chunks,
         "projected_embedding_seconds": r(projected, 1),
     }
     say(
-        f"  synthetic: loading {load_s:.2f} s, chunking {chunk_s:.2f} s -> {synth_chunks} chunks; "
+        f"  synthetic: loading {load_s:.2f} s, chunking {chunk_s:.2f} s -> {chunks} chunks; "
         f"projected embedding time at the raw rate: {(projected or 0) / 60:.1f} min"
     )
-    s_syn = embedded_settings(ctx.tmp / "store-synthetic", [synth_path])
     i["synthetic"] = {}
-    with meter.measure(i["synthetic"]):
-        i["synthetic"].update(measure_build(s_syn, [synth_path], "synthetic", embed_rate))
-        rep.snapshot("synthetic index built")
-        a_syn, st = measure_startup(s_syn)
-        ctx.keep(a_syn)
-        st["breakdown"] = startup_breakdown(s_syn)
-        if not args.no_fresh_process:
-            st["fresh_process"] = fresh_process_startup(s_syn)
-        i["synthetic"]["startup"] = st
-    print_build(i["synthetic"], f"{n_synth} synthetic abstracts")
-    print_startup(st, f"{len(a_syn.papers)}-paper")
+    with run.meter.measure(i["synthetic"]):
+        run.a_syn = build_and_open(run, settings, [run.synth_path], "synthetic", i["synthetic"])
+    print_build(i["synthetic"], f"{run.n_synth} synthetic abstracts")
+    print_startup(i["synthetic"]["startup"], f"{len(run.a_syn.papers)}-paper")
     print_contention(i["synthetic"])
-    rep.snapshot("synthetic index open")
+    run.rep.snapshot("synthetic index open")
 
-    # -- retrieval ---------------------------------------------------------------------------
-    rt = rep.section("retrieval", "Retrieval latency (embedded Chroma)")
-    with meter.measure(rt):
-        rt["real"] = measure_retrieval(a_real, questions)
-        rt["synthetic"] = measure_retrieval(a_syn, questions)
-    print_retrieval(rt["real"], f"{len(a_real.papers)} papers / {i['real']['chunks']} chunks")
-    print_retrieval(rt["synthetic"], f"{len(a_syn.papers)} papers / {i['synthetic']['chunks']} chunks")
+
+def retrieval_section(run: Run) -> None:
+    assert run.a_real is not None and run.a_syn is not None
+    i = run.rep.data["index"]
+    rt = run.rep.section("retrieval", "Retrieval latency (embedded Chroma)")
+    with run.meter.measure(rt):
+        rt["real"] = measure_retrieval(run.a_real, run.questions)
+        rt["synthetic"] = measure_retrieval(run.a_syn, run.questions)
+    print_retrieval(rt["real"], f"{len(run.a_real.papers)} papers / {i['real']['chunks']} chunks")
+    print_retrieval(rt["synthetic"], f"{len(run.a_syn.papers)} papers / {i['synthetic']['chunks']} chunks")
     print_contention(rt)
     # The synthetic assistant is no longer needed: free its BM25 index and nodes.
-    ctx.assistants.remove(a_syn)
-    del a_syn
-    rep.snapshot("after retrieval")
+    run.ctx.assistants.remove(run.a_syn)
+    run.a_syn = None
+    run.rep.snapshot("after retrieval")
 
-    # -- Chroma server mode ----------------------------------------------------------------
-    if not args.skip_server:
-        cs = rep.section("chroma_server", "Chroma in server mode (chroma run, 57 abstracts)")
-        if not CHROMA_BIN.exists():
-            cs["error"] = f"{CHROMA_BIN} not found"
-            say(f"  skipped: {cs['error']}")
-        else:
-            with meter.measure(cs):
-                ctx.chroma = ChromaServer(ctx.tmp / "chroma-server", ctx.tmp / "chroma-server.log")
-                cs["server_start_seconds"] = r(ctx.chroma.start(), 3)
-                cs["pid"] = ctx.chroma.pid
-                say(
-                    f"  chroma run pid {ctx.chroma.pid} on 127.0.0.1:{ctx.chroma.port}, "
-                    f"up in {cs['server_start_seconds']:.2f} s"
-                )
-                s_srv = Settings(corpus=real, chroma_host="127.0.0.1", chroma_port=ctx.chroma.port, collection="papers")
-                cs["build"] = measure_build(s_srv, real, "server", embed_rate)
-                print_build(cs["build"], f"{len(real)} files via HTTP")
-                a_srv, st = measure_startup(s_srv)
-                st["breakdown"] = startup_breakdown(s_srv)
-                cs["startup"] = st
-                print_startup(st, "server")
-                cs["retrieval"] = measure_retrieval(a_srv, questions)
-                print_retrieval(cs["retrieval"], "57 papers on the server")
-                cs["server_memory"] = proc_mem(ctx.chroma.pid)
-                del a_srv
-            say(f"  chroma server peak RSS {cs['server_memory']['hwm_mib']} MiB")
-            print_contention(cs)
-            ctx.chroma.stop()
-            say(f"  stopped chroma run pid {ctx.chroma.pid}")
 
-    # -- LLM -----------------------------------------------------------------------------------
-    server_pid = None
-    if not args.skip_llm:
-        lm = rep.section("llm", "Local LLM (llama.cpp server)")
-        with meter.measure(lm):
-            server_pid = measure_llm(a_real, lm, questions)
-        print_contention(lm)
+def chroma_server_section(run: Run) -> None:
+    if run.args.skip_server:
+        return
+    cs = run.rep.section("chroma_server", "Chroma in server mode (chroma run, 57 abstracts)")
+    if not CHROMA_BIN.exists():
+        cs["error"] = f"{CHROMA_BIN} not found"
+        say(f"  skipped: {cs['error']}")
+        return
+    ctx = run.ctx
+    with run.meter.measure(cs):
+        ctx.chroma = ChromaServer(ctx.tmp / "chroma-server", ctx.tmp / "chroma-server.log")
+        cs["server_start_seconds"] = r(ctx.chroma.start(), 3)
+        cs["pid"] = ctx.chroma.pid
+        say(f"  chroma run pid {ctx.chroma.pid} on 127.0.0.1:{ctx.chroma.port}, up in {cs['server_start_seconds']:.2f} s")
+        settings = Settings(corpus=run.real, chroma_host="127.0.0.1", chroma_port=ctx.chroma.port, collection="papers")
+        cs["build"] = measure_build(settings, run.real, "server", run.embed_rate)
+        print_build(cs["build"], f"{len(run.real)} files via HTTP")
+        a_srv, st = measure_startup(settings)
+        st["breakdown"] = startup_breakdown(settings)
+        cs["startup"] = st
+        print_startup(st, "server")
+        cs["retrieval"] = measure_retrieval(a_srv, run.questions)
+        print_retrieval(cs["retrieval"], "57 papers on the server")
+        cs["server_memory"] = proc_mem(ctx.chroma.pid)
+        del a_srv
+    say(f"  chroma server peak RSS {cs['server_memory']['hwm_mib']} MiB")
+    print_contention(cs)
+    ctx.chroma.stop()
+    say(f"  stopped chroma run pid {ctx.chroma.pid}")
 
-    # -- memory --------------------------------------------------------------------------------
-    mem = rep.section("memory", "Peak memory (VmHWM)")
+
+def llm_section(run: Run) -> None:
+    if run.args.skip_llm:
+        return
+    assert run.a_real is not None
+    lm = run.rep.section("llm", "Local LLM (llama.cpp server)")
+    with run.meter.measure(lm):
+        run.server_pid = measure_llm(run.a_real, lm, run.questions)
+    print_contention(lm)
+
+
+def memory_section(run: Run) -> None:
+    mem = run.rep.section("memory", "Peak memory (VmHWM)")
     own = proc_mem()
-    srv = proc_mem(server_pid) if server_pid else {"rss_mib": None, "hwm_mib": None}
+    srv = proc_mem(run.server_pid) if run.server_pid else {"rss_mib": None, "hwm_mib": None}
     mem.update({"bench_process": own, "llm_server": srv})
     total = (own["hwm_mib"] or 0) + (srv["hwm_mib"] or 0)
     mem["assistant_total_peak_mib"] = round(total, 1)
-    rep.snapshot("end", {"llm_server": server_pid})
+    run.rep.snapshot("end", {"llm_server": run.server_pid})
     say(f"  this process: peak {own['hwm_mib']} MiB (now {own['rss_mib']} MiB; the peak includes the synthetic indexing)")
-    if server_pid:
-        say(f"  llama.cpp server child (pid {server_pid}): peak {srv['hwm_mib']} MiB (now {srv['rss_mib']} MiB)")
+    if run.server_pid:
+        say(f"  llama.cpp server child (pid {run.server_pid}): peak {srv['hwm_mib']} MiB (now {srv['rss_mib']} MiB)")
     say(f"  peak RSS of the whole assistant (this process + LLM server): {total:.0f} MiB")
     say("  RSS of this process by stage: " + "; ".join(
-        f"{s['stage']} {s['bench']['rss_mib']}" for s in rep.memory
+        f"{s['stage']} {s['bench']['rss_mib']}" for s in run.rep.memory
     ) + " MiB")
-    rep.data["machine"]["loadavg_end"] = loadavg()
+    run.rep.data["machine"]["loadavg_end"] = loadavg()
+
+
+SECTIONS: list[Callable[[Run], None]] = [
+    machine_section, synthetic_corpus_section, embedding_section, real_index_section, synthetic_index_section,
+    retrieval_section, chroma_server_section, llm_section, memory_section,
+]
+
+
+def run(args: argparse.Namespace, rep: Report, ctx: Context) -> None:
+    state = Run(
+        args=args, rep=rep, ctx=ctx, meter=CpuMeter(ctx.child_pids), real=real_corpus(),
+        questions=[q["question"] for q in load_questions(args.queries)],
+        n_synth=args.n_synthetic if args.n_synthetic is not None else (1000 if args.quick else 10_000),
+    )
+    rep.snapshot("after imports")
+    for section in SECTIONS:
+        section(state)
 
 
 def measure_llm(a: Assistant, lm: dict[str, Any], questions: list[str]) -> int | None:
@@ -1022,32 +1021,9 @@ def measure_llm(a: Assistant, lm: dict[str, Any], questions: list[str]) -> int |
         f"  {llm.name}: model load {lm['model_load_seconds']} s (connect incl. checks {connect_s:.2f} s), "
         f"server pid {server_pid}, RSS after load {lm['server_rss_after_load_mib']} MiB"
     )
-    # Record each prompt the assistant sends, to count its tokens with the server's tokenizer.
-    sent: list[list[dict]] = []
-    original = llm.stream_chat
-
-    def recording(messages: list[dict], *args: Any, **kwargs: Any) -> Iterator[str]:
-        sent.append(messages)
-        return original(messages, *args, **kwargs)
-
-    llm.stream_chat = recording  # instance attribute: this benchmark's LLM object only
-    count_url = llm.base_url.rstrip("/").removesuffix("/v1") + "/extras/tokenize/count"
-
-    def prompt_tokens(messages: list[dict]) -> int | None:
-        import httpx
-
-        text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages) + "<|im_start|>assistant\n"
-        with contextlib.suppress(Exception):
-            got = httpx.post(count_url, json={"input": text}, timeout=30, trust_env=False)
-            return int(got.json()["count"])
-        return None
 
     def ask(question: str, label: str) -> dict[str, Any]:
-        before = len(sent)
         row = ask_timed(a, question, server_pid) | {"label": label}
-        if len(sent) > before:
-            row["prompt_tokens"] = prompt_tokens(sent[-1])
-            row["system_prompt_tokens"] = prompt_tokens(sent[-1][:1])
         print_ask(label, row)
         return row
 

@@ -1,0 +1,30 @@
+"""The benchmark script runs end to end on the product's public seams (a small run, no model, no server).
+
+It reads the stage timings the product reports itself; a renamed seam fails here instead of
+silently measuring nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from assistant.config import PROJECT_ROOT
+
+
+def test_a_small_benchmark_run_reports_index_stages_and_retrieval_parts(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(PROJECT_ROOT / "eval" / "bench.py"), "--n-synthetic", "20", "--queries", "5", "--embed-texts", "32",
+         "--skip-llm", "--skip-server", "--no-fresh-process", "--report-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
+    assert report["complete"] is True
+    assert report["index"]["real"]["stages"]["embed"] > 0
+    for size in ("real", "synthetic"):
+        parts = report["retrieval"][size]
+        assert all(parts[name]["n"] == 5 for name in ("retrieve", "query_embedding", "dense", "keyword", "fuse"))
+    assert "ratio retrieve p50 / bare chromadb p50" in done.stdout
