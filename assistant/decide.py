@@ -97,6 +97,15 @@ MEASURES: dict[str, tuple[str, ...]] = {
     "effici": ("efficien", "speedup", "faster", "cost", "memory", "throughput", "fewer"),
     "scale": ("scale", "size", "parameter", "billion", "million", "famil", r"re:\b\d+(?:\.\d+)?\s?[mbk]\b"),
     "size": ("size", "parameter", "billion", "million", r"re:\b\d+(?:\.\d+)?\s?[mbk]\b"),
+    # "by what factor", "how many times": abstracts write the multiple ("2.8×", "3-fold", "three times").
+    "factor": ("×", "fold", "times", "factor", "speedup", r"re:\b\d+(?:\.\d+)?x\b"),
+    "time": ("×", "fold", "times", "speedup", "faster", "time", "latency", "hour", "second", "minute"),
+    # Everyday words for a change in a figure: "how big a jump", "what kind of boost", "a drop in error".
+    "jump": ("improv", "gain", "increas", "higher", "boost", "better", "outperform", "×", "%"),
+    "boost": ("improv", "gain", "increas", "higher", "boost", "better", "outperform", "×", "%"),
+    "increas": ("improv", "gain", "increas", "higher", "boost", "more", "×", "%"),
+    "drop": ("reduc", "lower", "fewer", "less", "decreas", "drop", "cut", "%"),
+    "decreas": ("reduc", "lower", "fewer", "less", "decreas", "drop", "cut", "%"),
 }
 _MEASURE_FAMILIES = {_STEM.stemWord(k): v for k, v in MEASURES.items()}
 _COUNT_WORDS = ("two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "twelve", "dozen",
@@ -197,6 +206,9 @@ _MEASURE_NOUNS = re.compile(
     r"wall-clock(?: time| runtime)?|temperature|learning rate|batch size|budget|threshold|epsilon)\b",
     re.IGNORECASE,
 )
+# "Which correlation coefficient", "which success rate": a figure, although asked with "which".
+_WHICH_FIGURE = re.compile(r"\bwhich (?:[\w-]+ )?(?:coefficients?|correlation|scores?|ratio|factor|percentage|"
+                           r"(?:success|error|win|fix) rate)\b", re.IGNORECASE)
 _DATASET_Q = re.compile(r"\b(?:which|what|on what|on which|name the)\s+(?:\w+\s+)?(?:datasets?|benchmarks?|data|corpora|"
                         r"corpus|environments?)\b", re.IGNORECASE)
 _BASELINE_Q = re.compile(
@@ -228,6 +240,9 @@ _HOW_MANY = re.compile(r"\bhow many\s+((?:[\w-]+\s+){0,3}?[\w-]+)(?=\s+(?:does|d
 _HOW_MUCH = re.compile(r"\bhow (much|many times)\s+(?:(more|less|better|worse)\s+)?(%s[\w-]+(?: %s[\w-]+)?)?"
                        % (_NOT_AUX, _NOT_AUX), re.IGNORECASE)
 _HOW_ADJ = re.compile(r"\bhow (large|big|fast|long|far|often|high|low|small|accurate|well|quickly|good)\b", re.IGNORECASE)
+# "how large a speedup", "how big an improvement in accuracy": the noun is what is asked, not the adjective.
+_HOW_ADJ_A = re.compile(r"\bhow (?:large|big|much of|high|small|strong|substantial|significant) an? ((?:[\w-]+ (?=in |of ))?[\w-]+)",
+                        re.IGNORECASE)
 _BY_HOW_MUCH = re.compile(r"\b([\w-]+)\s+(?:\w+\s+){0,4}?by how much\b|\bby how much\s+(?:\w+\s+){0,3}?([\w-]+)",
                           re.IGNORECASE)
 
@@ -279,7 +294,7 @@ def read_question(question: str, original: str = "") -> Intent:
         slot = "dataset"
     elif _NAME_Q.search(q) or (_ENTITY_Q.search(q) and not which):
         slot = "name"
-    elif _NUMBER_Q.search(asked) or re.search(r"\bwhat(?:'s| is| was| are| were)? (?:the )?(?:%s[\w-]+ ){0,3}?%s"
+    elif _NUMBER_Q.search(asked) or _WHICH_FIGURE.search(q) or re.search(r"\bwhat(?:'s| is| was| are| were)? (?:the )?(?:%s[\w-]+ ){0,3}?%s"
                                           % (_NOT_AUX, _MEASURE_NOUNS.pattern), q, re.IGNORECASE):
         slot = "number"
     elif _YES_NO.match(q) or re.search(r"[.?!]\s*(?:does|do|did|is|are|was|were|can)\b", q, re.IGNORECASE):
@@ -301,6 +316,7 @@ def _focus(q: str, slot: Slot) -> str:
             candidates += [m.group(1) for m in _NUMBER_OF.finditer(sentence)]
         for m in _HOW_MUCH.finditer(sentence):
             candidates.append(" ".join(g for g in m.groups()[1:] if g))
+        candidates += [m.group(1) for m in _HOW_ADJ_A.finditer(sentence)]
         candidates += [m.group(1) for m in _HOW_ADJ.finditer(sentence)]
         for m in _BY_HOW_MUCH.finditer(sentence):
             candidates.append(m.group(1) or m.group(2) or "")

@@ -40,6 +40,8 @@ from conftest import make_settings
         ("And on how many datasets was it measured?", "fact", "count"),
         ("Theoretically, does quantised low-bit training lower a model's effective capacity?", "fact", "yes_no"),
         ("What correlation coefficient did the two graders reach?", "fact", "number"),
+        ("Which agreement coefficient do the two graders reach?", "fact", "number"),
+        ("By what factor does ARM shrink the KV cache?", "fact", "number"),
     ],
 )
 def test_the_kind_and_asked_slot_of_a_question(question: str, kind: str, slot: str) -> None:
@@ -57,6 +59,7 @@ def test_the_focus_is_what_the_question_asks_for_in_its_own_words() -> None:
     assert read_question("What batch size does Vegas draft with?").focus == "batch size"
     assert read_question("How many GPUs did they train ARM on?").focus == "GPUs"
     assert read_question("how much faster is the video model").focus == "faster"
+    assert read_question("How large a speedup does the video model get?").focus == "speedup"  # the noun, not "large"
     assert read_question("Which papers are about routing tokens to experts?").topic == "routing tokens to experts"
 
 
@@ -143,6 +146,21 @@ def test_a_declined_question_in_everyday_words_is_answered_by_the_sentence_that_
     answer = scripted.ask("I read about fact checking with multi-hop evidence where overthinking hurts - which benchmarks did they evaluate on?")
     assert answer.status == "answered" and "HoVer and EX-FEVER" in answer.text
     assert answer.citations[0].quote.startswith("Extensive experiments on HoVer")
+
+
+def test_a_declined_question_asking_by_what_factor_is_answered_by_the_sentence_with_the_multiple(scripted, scripted_llm):
+    # Abstracts write a factor as "1.4x-1.6x" or "2.42×", never as the word "factor".
+    scripted_llm.queue("NOT_IN_SOURCES")
+    answer = scripted.ask("By what factor does PGS raise the bug fix rate?")
+    assert answer.status == "answered" and "1.4x-1.6x" in answer.text
+
+
+def test_a_declined_question_about_a_jump_in_everyday_words_is_answered_by_the_sentence_with_the_figure(
+    scripted, scripted_llm
+):
+    scripted_llm.queue("NOT_IN_SOURCES")
+    answer = scripted.ask("how big a drop in end-to-end latency does EchoAttention give")
+    assert answer.status == "answered" and "2.42×" in answer.text
 
 
 def test_a_topic_question_lists_every_paper_on_it_each_with_its_sentence(scripted, scripted_llm):
