@@ -13,13 +13,13 @@ if TYPE_CHECKING:
     from .api import Assistant
     from .config import Settings
     from .errors import AssistantError
-    from .types import Answer, Citation, Paper, Passage
+    from .types import Answer, Citation, Evidence, Paper, Passage
 
 # Imported on first use, so that processes needing one small module (the model server runs
 # `python -m assistant.llm.child`) do not load llama-index and chromadb.
 _EXPORTS = {
     "Assistant": "api", "Settings": "config", "AssistantError": "errors",
-    "Answer": "types", "Citation": "types", "Paper": "types", "Passage": "types",
+    "Answer": "types", "Citation": "types", "Evidence": "types", "Paper": "types", "Passage": "types",
 }
 __all__ = list(_EXPORTS)
 

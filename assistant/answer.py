@@ -11,8 +11,10 @@ local model answers best from, and what keeps its time to first token short.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,13 +25,13 @@ from . import decide
 from .chunk import count_tokens, truncate_tokens
 from .cite import Source, has_number, make_citation, numbers_in, verify
 from .config import Settings
-from .decide import Decision, Evidence, Intent, SentenceBank
+from .decide import Decision, ScoredSentence, Intent, SentenceBank
 from .embed import encode
 from .errors import LLMError, QuestionError
 from .prompts import REFUSAL_SENTINEL, load_prompts
 from .retrieve import HybridRetriever
 from .text import has_cjk
-from .types import Answer, Citation, Passage
+from .types import Answer, Citation, Evidence, Passage
 
 _HAN = re.compile(r"[\u3400-\u9fff]")
 _KANA_HANGUL = re.compile(r"[\u3040-\u30ff\uac00-\ud7af]")
@@ -59,13 +61,26 @@ class AnswerEngine:
         self.sentences = SentenceBank(self._encode)
         self._connect = connect
         self._llm: Any = None
+        self._llm_lock = threading.Lock()  # a warm-up thread and a question must not start two servers
 
     @property
     def llm(self) -> Any:
-        """The language model, connected (and for the local default, started) on first use."""
+        """The language model, connected (and for the local default, started) on first use; a caller
+        that arrives while another thread is starting it waits for that start."""
         if self._llm is None:
-            self._llm = self._connect()
+            with self._llm_lock:
+                if self._llm is None:
+                    self._llm = self._connect()
         return self._llm
+
+    def warm_up(self) -> None:
+        """Start the model and have it read the fixed instructions once, so that the server's
+        prompt cache holds them and the first question reads only its own part of the prompt."""
+        if self.settings.answer_format == "quote_first":
+            system = self.prompts.system_quote_first.format()
+        else:
+            system = self.prompts.system.format(refusal=REFUSAL_SENTINEL)
+        self.llm.chat([{"role": "system", "content": system}, {"role": "user", "content": "Ready?"}], max_tokens=1)
 
     @property
     def llm_loaded(self) -> Any:
@@ -96,7 +111,7 @@ class AnswerEngine:
         query = query.strip().strip('"').splitlines()[0].strip() if query.strip() else ""
         return query or question
 
-    def _evidence(self, sources: list[Source], query: str, query_vector: np.ndarray) -> dict[int, list[Evidence]]:
+    def _evidence(self, sources: list[Source], query: str, query_vector: np.ndarray) -> dict[int, list[ScoredSentence]]:
         """Every sentence of each source scored against the question, by source number."""
         question_stems = set(decide.stems(query))
         return {
@@ -104,7 +119,7 @@ class AnswerEngine:
         }
 
     def _context(
-        self, sources: list[Source], evidence: dict[int, list[Evidence]], intent: Intent, question: str
+        self, sources: list[Source], evidence: dict[int, list[ScoredSentence]], intent: Intent, question: str
     ) -> list[tuple[Source, list[int]]]:
         """The sentences each source contributes to the prompt (in abstract order): its best
         ones, and those that say what the question asks for."""
@@ -147,7 +162,7 @@ class AnswerEngine:
         answer.citations, answer.flagged = [], []
         return answer
 
-    def _near_miss(self, answer: Answer, source: Source, missing: str, evidence: list[Evidence]) -> Answer:
+    def _near_miss(self, answer: Answer, source: Source, missing: str, evidence: list[ScoredSentence]) -> Answer:
         """The paper is found but its abstract does not give what was asked: say what it does say."""
         closest = decide.best(evidence, 1)
         answer.status = "not_in_abstracts"
@@ -229,6 +244,16 @@ class AnswerEngine:
         self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None
     ) -> Iterator[str | Answer]:
         """Yield draft tokens as the model writes them, then the verified `Answer`."""
+        with contextlib.closing(self.events(question, history=history, k=k, source=source)) as events:
+            for event in events:
+                if not isinstance(event, Evidence):
+                    yield event
+
+    def events(
+        self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None
+    ) -> Iterator[Evidence | str | Answer]:
+        """Yield one `Evidence` (the papers being read, before the model is asked), then draft tokens
+        as the model writes them, then the verified `Answer`."""
         started = time.perf_counter()
         asked = (question or "").strip()
         question = decide.sanitize(asked)
@@ -267,11 +292,13 @@ class AnswerEngine:
         named = decide.named_papers(f"{question} {answer.search_query}", passages)
         relevant = [p for p in passages if p.dense_score >= self.settings.min_relevance or p in named]
         if not relevant:
+            yield self._evidence_event(answer, started)
             timings["total"] = time.perf_counter() - started
             yield self._refusal(answer, passages)
             return
 
         if intent.kind == "topic":
+            yield self._evidence_event(answer, started)
             listed = self._topic_list(answer, intent, passages, query_vector)
             timings["decide"] = time.perf_counter() - mark
             timings["total"] = time.perf_counter() - started
@@ -282,6 +309,10 @@ class AnswerEngine:
         answer.confidence = round(decision.confidence, 4)
         sources, evidence = decision.sources, decision.evidence
         timings["decide"] = time.perf_counter() - mark
+        best = {
+            s.paper.id: max(evidence[s.number], key=lambda e: e.score).clean for s in sources if evidence[s.number]
+        }
+        yield self._evidence_event(answer, started, best)
         if decision.action == "refuse":
             answer.notices.extend(decision.notices)
             timings["total"] = time.perf_counter() - started
@@ -402,6 +433,18 @@ class AnswerEngine:
             plan.action = "refuse"
             plan.notices.append("No sentence of the closest abstracts is close enough to the question to answer from.")
         return plan
+
+    @staticmethod
+    def _evidence_event(answer: Answer, started: float, best: dict[str, str] | None = None) -> Evidence:
+        """The papers being read, each with its sentence closest to the question (from `best`)."""
+        best = best or {}
+        return Evidence(
+            question=answer.question,
+            search_query=answer.search_query,
+            passages=tuple(answer.passages),
+            sentences=tuple(best.get(p.paper.id, "") for p in answer.passages),
+            seconds=time.perf_counter() - started,
+        )
 
     def _quote_first(
         self, question: str, context: list[tuple[Source, list[int]]]

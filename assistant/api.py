@@ -3,12 +3,16 @@
     from assistant import Assistant
     a = Assistant.from_settings()
     a.retrieve("question", k=5); a.ask("question", history=[...]); a.stream("question")
+    for event in a.events("question"): ...   # Evidence, then str tokens, then the Answer
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,7 +26,9 @@ from .index import IndexReport, build_index, corpus_fingerprint
 from .load import load_papers
 from .retrieve import HybridRetriever, load_bm25
 from .store import IndexInfo, Store, move_aside, recorded_corpus
-from .types import Answer, Paper, Passage
+from .types import Answer, Evidence, Paper, Passage
+
+log = logging.getLogger(__name__)
 
 Notify = Callable[[str], None]
 
@@ -56,12 +62,15 @@ class Assistant:
         self.retriever = HybridRetriever(settings, store, embedder, self.by_id, notify=lambda m: self.notify(m))
         self.timings: dict[str, float] = {}
         self.engine = AnswerEngine(settings, self.retriever, embedder, self._connect_llm)
+        self.warm_error: str | None = None  # why a background warm-up failed, if it did
+        self._warming: threading.Thread | None = None
+        self._quiet_start = False  # a warm-up asked not to report the model's loading steps
 
     def _connect_llm(self) -> Any:
         from .llm import connect
 
         mark = time.perf_counter()
-        llm = connect(self.settings, progress=self.notify)
+        llm = connect(self.settings, progress=None if self._quiet_start else self.notify)
         self.timings["llm_start"] = time.perf_counter() - mark
         return llm
 
@@ -116,6 +125,56 @@ class Assistant:
     ) -> Iterator[str | Answer]:
         """Draft tokens as they are generated, then the final verified `Answer`."""
         return self.engine.stream(question, history=history, k=k, source=source)
+
+    def events(
+        self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None
+    ) -> Iterator[Evidence | str | Answer]:
+        """One `Evidence` (the papers being read and their closest sentences) as soon as retrieval is
+        done, then draft tokens as the model writes them, then the final verified `Answer`."""
+        with contextlib.closing(self.engine.events(question, history=history, k=k, source=source)) as events:
+            for event in events:
+                if isinstance(event, Answer) and "first_token" in event.timings:
+                    self.warm_error = None  # the model answered: whatever stopped the warm-up is over
+                yield event
+
+    def warm_up(self, background: bool = True, report: bool = True) -> threading.Thread | None:
+        """Start the language model now, and have it read the fixed instructions, so the first
+        question neither waits for the model to load nor reads the instructions cold.
+
+        In the background (the default) a failure is kept in `warm_error` and the first question
+        tries again (and reports it); in the foreground it raises. `report=False` keeps the
+        loading steps out of `notify` (a terminal prompt is waiting for the user's typing)."""
+        self._quiet_start = not report
+        if not background:
+            try:
+                self.engine.warm_up()
+            finally:
+                self._quiet_start = False
+            return None
+
+        def run() -> None:
+            try:
+                self.engine.warm_up()
+            except Exception as exc:  # noqa: BLE001 - kept for the status line; the next question retries
+                self.warm_error = str(exc)
+                log.warning("Warming up the language model failed: %s", exc)
+            finally:
+                self._quiet_start = False  # a later start (after a failure or a crash) reports its steps
+
+        self.warm_error = None
+        self._warming = threading.Thread(target=run, name="llm-warm-up", daemon=True)
+        self._warming.start()
+        return self._warming
+
+    @property
+    def model_state(self) -> str:
+        """"ready" (connected), "loading" (a warm-up is starting it), "failed" (the warm-up failed;
+        `warm_error` says why, and the next question tries again) or "idle" (starts on first use)."""
+        if self._warming is not None and self._warming.is_alive():
+            return "loading"
+        if self.warm_error:
+            return "failed"
+        return "ready" if self.llm_loaded is not None else "idle"
 
     @property
     def llm(self) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 from .config import Settings
 from .errors import AssistantError
 from .text import clean_markup
+from .types import Evidence
 
 EXAMPLES = """examples:
   assistant index                      build or update the index of the bundled ICML 2026 abstracts
@@ -132,11 +133,17 @@ def _print_answer(answer: Any, out: Any = sys.stdout) -> None:
 
 
 def _run_question(assistant: Any, question: str, history: list[dict[str, str]], args: argparse.Namespace) -> Any:
-    """Stream the draft (dimmed, on a terminal), then print the verified answer."""
-    show_draft = sys.stdout.isatty() and not getattr(args, "json", False)
+    """Say which papers are being read, stream the draft (dimmed, on a terminal), then print the
+    verified answer."""
+    as_json = getattr(args, "json", False)
+    show_draft = sys.stdout.isatty() and not as_json
     final = None
-    for event in assistant.stream(question, history=history, k=args.k, source=args.source):
-        if isinstance(event, str):
+    for event in assistant.events(question, history=history, k=args.k, source=args.source):
+        if isinstance(event, Evidence):
+            if not as_json and event.passages:
+                titles = ", ".join(p.paper.title for p in event.passages)
+                print(f"Reading: {titles}", file=sys.stderr, flush=True)
+        elif isinstance(event, str):
             if show_draft:
                 print(f"\033[2m{event}\033[0m", end="", flush=True)
         else:
@@ -165,6 +172,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_chat(args: argparse.Namespace) -> int:
     assistant = _open(settings_from_args(args))
+    assistant.warm_up(report=False)  # loads while the first question is typed
     history: list[dict[str, str]] = []
     print("Ask about the papers. Commands: /new starts a new conversation, /quit (or Ctrl-D) leaves.", file=sys.stderr)
     try:

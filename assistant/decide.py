@@ -5,7 +5,7 @@ of sentences:
 - it reads what the question asks for (`Intent`: a fact, which paper, every paper on a topic,
   a comparison; and the asked slot: a number, a count, a dataset, a baseline, a name, yes/no,
   a mechanism) and the asked-for thing in the question's own words (the focus: "batch size");
-- it scores every sentence of the retrieved abstracts against the question (`Evidence`, with
+- it scores every sentence of the retrieved abstracts against the question (`ScoredSentence`, with
   stable ids `<paper id>:<sentence index>`);
 - before the model is called it decides: refuse (nothing relevant), a near miss (the paper is
   found but its abstract does not give the asked detail: say what it does say, cited), a topic
@@ -356,7 +356,7 @@ def asked_for(intent: Intent) -> str:
 
 
 @dataclass(frozen=True)
-class Evidence:
+class ScoredSentence:
     """One sentence of an abstract scored against the question; `id` is stable across runs."""
 
     id: str
@@ -412,13 +412,13 @@ class SentenceBank:
 LEXICAL_WEIGHT = 0.2  # shared content words add up to this to a sentence's cosine similarity
 
 
-def score_sentences(sentences: Sentences, query_vector: np.ndarray, question_stems: set[str]) -> list[Evidence]:
+def score_sentences(sentences: Sentences, query_vector: np.ndarray, question_stems: set[str]) -> list[ScoredSentence]:
     """Every sentence of one abstract as evidence: embedding similarity plus shared content words."""
     similarity = sentences.vectors @ query_vector
     out = []
     for i, (raw, clean) in enumerate(zip(sentences.raw, sentences.clean)):
         overlap = len(question_stems & sentences.stems[i]) / len(question_stems) if question_stems else 0.0
-        out.append(Evidence(f"{sentences.paper.id}:{i}", sentences.paper, i, raw, clean,
+        out.append(ScoredSentence(f"{sentences.paper.id}:{i}", sentences.paper, i, raw, clean,
                             round(float(similarity[i]) + LEXICAL_WEIGHT * overlap, 4)))
     return out
 
@@ -447,7 +447,7 @@ def spoken_to(phrase_vectors: np.ndarray, sentences: Sentences) -> float:
     return float((np.asarray(phrase_vectors) @ np.asarray(sentences.vectors).T).max())
 
 
-def best(evidence: Sequence[Evidence], n: int) -> list[Evidence]:
+def best(evidence: Sequence[ScoredSentence], n: int) -> list[ScoredSentence]:
     """The n best sentences, best first."""
     return sorted(evidence, key=lambda e: -e.score)[:n]
 
@@ -630,7 +630,7 @@ class Decision:
     action: Action
     intent: Intent
     sources: list[Source]
-    evidence: dict[int, list[Evidence]]  # source number -> every sentence of its abstract, scored
+    evidence: dict[int, list[ScoredSentence]]  # source number -> every sentence of its abstract, scored
     subject: Source | None = None  # the paper the question is about (named, or the closest)
     named: bool = False  # whether the question names `subject` (by its title or a name only it uses)
     missing: str = ""  # near misses: what the abstract does not give, in the question's words

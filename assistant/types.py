@@ -78,6 +78,33 @@ class Citation:
     spans: tuple[Span, ...] = ()
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What an answer is being read from, sent by `Assistant.events` before the model's first token.
+
+    `passages` are the retrieved papers, best first; `sentences[i]` is the sentence of
+    `passages[i]`'s abstract closest to the question ("" for a paper whose sentences were not
+    weighed, e.g. when no model is asked); `seconds` is the time from the question to this event.
+    """
+
+    question: str
+    search_query: str
+    passages: tuple[Passage, ...]
+    sentences: tuple[str, ...]
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "search_query": self.search_query,
+            "papers": [
+                {"paper": p.paper.to_json(), "score": round(p.score, 4), "sentence": clean_markup(s)}
+                for p, s in zip(self.passages, self.sentences)
+            ],
+            "seconds": round(self.seconds, 4),
+        }
+
+
 Status = Literal["answered", "not_in_abstracts", "llm_failed", "retrieval_only"]
 
 

@@ -14,12 +14,13 @@ import socket
 import pytest
 
 from assistant import Answer, Assistant
+from assistant.types import Evidence
 from assistant.chunk import count_tokens
 from assistant.errors import QuestionError
 from assistant.decide import unknown_specifics
 from assistant.load import load_papers
 
-from conftest import CORPUS_FILES, free_port, make_settings
+from conftest import CORPUS_FILES, free_port, make_settings, run_cli
 
 ASKED_ABOUT_VEGAS = [
     {"role": "user", "content": "What is Vegas?"},
@@ -169,6 +170,37 @@ def test_an_answer_records_the_size_of_the_prompt_the_model_read(shared_index_di
         answer = assistant.ask("How does Vegas speed up long-context decoding?")
     sent = scripted_llm.messages(0)
     assert answer.prompt_tokens == sum(count_tokens(m["content"]) for m in sent) > 0
+
+
+def test_the_papers_being_read_come_first_then_the_draft_then_the_answer(shared_index_dir, scripted_llm):
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
+    scripted_llm.queue("Vegas improves decoding throughput by 1.25×–2.81× over default vLLM [1].")
+    with Assistant.from_settings(settings) as assistant:
+        events = list(assistant.events("How does Vegas speed up long-context decoding?"))
+    evidence, tokens, answer = events[0], events[1:-1], events[-1]
+    assert isinstance(evidence, Evidence) and isinstance(answer, Answer)
+    assert tokens and all(isinstance(t, str) for t in tokens)
+    assert evidence.passages[0].paper.title == "Vegas" and len(evidence.sentences) == len(evidence.passages)
+    assert evidence.sentences[0] in evidence.passages[0].paper.text
+    assert evidence.seconds < answer.timings["first_token"]
+
+
+def test_a_refusal_also_shows_what_was_read_first_and_stream_leaves_it_out(shared_index_dir, scripted_llm):
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
+    with Assistant.from_settings(settings) as assistant:
+        events = list(assistant.events("What is the best recipe for sourdough bread?"))
+        streamed = list(assistant.stream("What is the best recipe for sourdough bread?"))
+    assert [type(e) for e in events] == [Evidence, Answer] and events[1].refused
+    assert [type(e) for e in streamed] == [Answer]
+
+
+def test_the_cli_names_the_papers_it_reads_before_the_answer(shared_index_dir, scripted_llm):
+    scripted_llm.queue("Vegas improves decoding throughput by 1.25×–2.81× over default vLLM [1].")
+    done = run_cli("ask", "How does Vegas speed up long-context decoding?", index_dir=shared_index_dir,
+                   ASSISTANT_LLM_BASE_URL=scripted_llm.url, ASSISTANT_LLM_MODEL="scripted")
+    assert done.returncode == 0, done.stderr
+    reading = next(line for line in done.stderr.splitlines() if line.startswith("Reading: "))
+    assert reading.startswith("Reading: Vegas, ")
 
 
 def test_names_the_abstract_spells_out_are_not_unknown():

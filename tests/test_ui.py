@@ -183,6 +183,38 @@ def test_stream_shows_draft_then_verified_answer(
     assert f"scripted at {scripted_llm.url}" in line and "ready" in line
 
 
+def test_the_papers_being_read_are_shown_before_the_first_word_of_the_answer(
+    controller: ui.ChatController, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.queue(VEGAS_DRAFT)
+    outputs = run_turn(controller, VEGAS_QUESTION, ui.Session())
+    first_panel = next(i for i, o in enumerate(outputs) if o[1] != gr.skip())
+    first_draft = next(i for i, o in enumerate(outputs) if o[0] != gr.skip() and "draft-cursor" in o[0][-1]["content"])
+    assert first_panel < first_draft
+    panel = outputs[first_panel][1]
+    assert "Reading" in panel and '<span class="src-title">Vegas</span>' in panel
+    assert "<mark>" not in panel.split("</blockquote>")[0]  # the closest sentence, shown, not yet a cited quote
+    assert "speedup in decoding throughput" in panel
+
+
+def test_a_model_warming_up_in_the_background_shows_loading_then_ready(
+    assistant: Assistant, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.queue("Ready.")
+    assert assistant.model_state == "idle"
+    assistant.warm_up().join(10)
+    assert assistant.model_state == "ready" and "ready" in ui.model_status(assistant, assistant.settings)
+    [request] = scripted_llm.requests  # the fixed instructions, read once
+    assert request["messages"][0]["role"] == "system" and REFUSAL_SENTINEL in request["messages"][0]["content"]
+
+
+def test_a_warm_up_that_fails_is_reported_and_the_next_question_tries_again(shared_index_dir: Path) -> None:
+    with open_assistant(shared_index_dir, f"http://127.0.0.1:{free_port()}/v1") as down:
+        down.warm_up().join(30)
+        line = ui.model_status(down, down.settings)
+        assert down.model_state == "failed" and "could not start" in line and "tries again" in line
+
+
 def test_unanswerable_question_refuses_without_calling_the_model(
     controller: ui.ChatController, scripted_llm: ScriptedLLM
 ) -> None:

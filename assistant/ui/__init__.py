@@ -26,6 +26,7 @@ from .render import (
     render_answer,
     render_draft,
     render_error,
+    render_evidence,
     render_paper_list,
     render_ranked,
     render_sources,
@@ -37,5 +38,5 @@ __all__ = [
     "ChatController", "Session", "chat_messages", "panel_at", "StatusBoard", "Turn", "app_title", "auth_for", "backend_label", "build_app",
     "citation_card", "collection_name", "empty_sources", "esc", "examples_for", "job_status",
     "launch_options", "locate_quote", "model_status", "render_answer", "render_draft", "render_error",
-    "render_paper_list", "render_ranked", "render_sources", "runs_offline", "serve",
+    "render_evidence", "render_paper_list", "render_ranked", "render_sources", "runs_offline", "serve",
 ]

@@ -252,7 +252,14 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
             lambda q: render_paper_list(papers, q), [search], [paper_list],
             show_progress="hidden", trigger_mode="always_last", **hidden,
         )
-        app.load(lambda: model_status(assistant, settings), None, model_line, show_progress="hidden", **hidden)
+        # While the model loads in the background the line follows its state, then the timer stops.
+        model_timer = gr.Timer(1.0, active=False)
+
+        def refresh_model_line() -> tuple[str, Any]:
+            return model_status(assistant, settings), gr.Timer(active=assistant.model_state == "loading")
+
+        model_timer.tick(refresh_model_line, None, [model_line, model_timer], show_progress="hidden", **hidden)
+        app.load(refresh_model_line, None, [model_line, model_timer], show_progress="hidden", **hidden)
 
         def ask(question: str) -> dict[str, Any]:
             return controller.ask_api(question)
@@ -300,6 +307,7 @@ def serve(settings: Settings | None = None, host: str | None = None, port: int |
     assistant = Assistant.from_settings(settings, notify=say)
     try:
         app = build_app(assistant, settings)
+        assistant.warm_up()  # in the background: the page is up at once and shows the model loading
         say(f"Serving {app_title(assistant.papers)} on http://{host}:{port}" + (" (login required)" if auth else ""))
         app.launch(server_name=host, server_port=port, auth=auth, show_error=False, quiet=True, **launch_options())
     finally:

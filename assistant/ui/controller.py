@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from ..errors import AssistantError
-from ..types import Answer
-from .render import chat_messages, empty_sources, job_status, panel_at, render_sources
+from ..types import Answer, Evidence
+from .render import chat_messages, empty_sources, job_status, panel_at, render_evidence, render_sources
 from .session import Session, Turn
 from .status import StatusBoard
 
@@ -131,12 +131,15 @@ class ChatController:
         number = len(session.turns)
         history = Session(session.turns[:-1]).history()
         started = time.monotonic()
-        loading = self.assistant.llm_loaded is None
-        first = "Starting the language model (first question only)…" if loading else "Searching the papers…"
+        state = self.assistant.model_state
+        first = {
+            "idle": "Starting the language model (first question only)…",
+            "loading": "Searching the papers (the language model is still loading)…",
+        }.get(state, "Searching the papers…")
         yield gr.skip(), gr.skip(), job_status(first, "busy"), session
         final: Answer | None = None
         try:
-            events = self.assistant.stream(question, history=history, k=int(k), source=source or None)
+            events = self.assistant.events(question, history=history, k=int(k), source=source or None)
             for kind, event in _pump(events, POLL_SECONDS):
                 elapsed = time.monotonic() - started
                 if kind == "tick":
@@ -148,6 +151,10 @@ class ChatController:
                     else:
                         text = f"Reading the abstracts and drafting an answer… {elapsed:.0f} s"
                     yield gr.skip(), gr.skip(), job_status(text, "busy"), session
+                elif isinstance(event, Evidence):
+                    # What is being read, on screen before the model's first word.
+                    text = f"Reading {len(event.passages)} papers… {elapsed:.0f} s"
+                    yield gr.skip(), render_evidence(event, number), job_status(text, "busy"), session
                 elif isinstance(event, Answer):
                     final = event
                 else:

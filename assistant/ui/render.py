@@ -6,12 +6,13 @@ or the model is HTML-escaped before it is placed into HTML.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 from typing import Any
 
 from ..text import clean_markup, shorten, split_sentences
-from ..types import Answer, Citation, Paper, Passage
+from ..types import Answer, Citation, Evidence, Paper, Passage
 from .session import Session, Turn
 
 SNIPPET_CHARS = 300  # the best-matching passage shown on a ranked card
@@ -192,6 +193,20 @@ def render_sources(answer: Answer, turn: int = 1) -> str:
     if answer.llm_failed:
         return _panel("Most relevant papers", "The language model could not answer; ranked by retrieval.", cards)
     return _panel("Ranked papers", f"Retrieval only (no language model) for {question}.", cards)
+
+
+def render_evidence(evidence: Evidence, turn: int = 1) -> str:
+    """The source panel while the answer is being written: the papers being read, each showing its
+    sentence closest to the question (replaced by the cited sources when the answer is done)."""
+    question = f'<span class="src-question">“{esc(shorten(evidence.question, 90))}”</span>'
+    cards = [
+        passage_card(dataclasses.replace(passage, text=sentence) if sentence else passage, rank, turn, show_score=False)
+        for rank, (passage, sentence) in enumerate(zip(evidence.passages, evidence.sentences), start=1)
+    ]
+    if not cards:
+        return _panel("Sources", f"No papers matched {question}.", [])
+    found = f"found in {evidence.seconds:.2f} s"
+    return _panel("Reading", f"The papers the answer to {question} is being read from ({found}).", cards)
 
 
 def link_markers(escaped: str, turn: int, known: set[int]) -> str:

@@ -57,7 +57,13 @@ def backend_label(settings: Settings) -> str:
 def model_status(assistant: Any, settings: Settings) -> str:
     """The model line: which model, its state as measured, the collection, and "offline" when true."""
     llm = assistant.llm_loaded
-    if llm is not None:
+    state_now = assistant.model_state
+    if state_now == "loading":
+        name, state, css = backend_label(settings), "loading…", "loading"
+    elif state_now == "failed":
+        name, css = backend_label(settings), "failed"
+        state = f"could not start ({assistant.warm_error}); the next question tries again"
+    elif llm is not None:
         loaded = assistant.timings.get("llm_start")
         state = f"ready (loaded in {loaded:.1f} s)" if loaded is not None else "ready"
         name, css = getattr(llm, "name", backend_label(settings)), "ok"
