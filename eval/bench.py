@@ -49,7 +49,7 @@ from assistant.load import load_papers  # noqa: E402
 from assistant.retrieve import HybridRetriever  # noqa: E402
 from assistant.store import Store  # noqa: E402
 from assistant.text import split_sentences  # noqa: E402
-from assistant.types import Answer  # noqa: E402
+from assistant.types import Answer, Evidence  # noqa: E402
 
 IMPORT_SECONDS = time.perf_counter() - _T_IMPORT
 QUESTIONS_FILE = ROOT / "eval" / "questions.jsonl"
@@ -440,15 +440,42 @@ def fresh_process_startup(settings: Settings) -> dict[str, Any]:
     return {k: r(v, 3) for k, v in got.items()} | {"process_wall_s": r(wall, 3)}
 
 
+class SameEmbedder:
+    """The assistant's own MiniLM as a Chroma embedding function, so that Chroma's text query embeds
+    the question exactly as `retrieve()` does. Its name is "default" because Chroma refuses, on
+    get_collection, any function whose name differs from the one recorded with the collection
+    (Chroma's "default" MiniLM, which is not available offline)."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+
+    def __call__(self, input: list[str]) -> list[Any]:  # noqa: A002 - Chroma's parameter name
+        return list(self.embedder.encode(list(input)))
+
+    @staticmethod
+    def name() -> str:
+        return "default"
+
+    def is_legacy(self) -> bool:
+        return True
+
+    def embed_query(self, input: list[str]) -> list[Any]:  # noqa: A002
+        return self(input)
+
+
 def measure_retrieval(a: Assistant, questions: list[str], k: int = 5) -> dict[str, Any]:
     """Per query, interleaved so that load on the shared machine hits every figure alike. The parts
     of a retrieval (query embedding, dense side, BM25 side, fusion) are the ones retrieve() reports."""
     collection = a.store.active()
+    text_collection = a.store.client.get_collection(collection.name, embedding_function=SameEmbedder(a.embedder))
     n = max(a.settings.candidates, k * 3)
     for q in questions[:3]:  # warm-up
         a.retrieve(q, k=k)
+        text_collection.query(query_texts=[q], n_results=n)
     parts = ("query_embedding", "dense", "keyword", "fuse")
-    times: dict[str, list[float]] = {name: [] for name in ("retrieve", *parts, "bare_chroma", "store_query")}
+    times: dict[str, list[float]] = {
+        name: [] for name in ("retrieve", *parts, "chroma_text_query", "bare_chroma", "store_query")
+    }
     for q in questions:
         spent: dict[str, float] = {}
         mark = time.perf_counter()
@@ -456,6 +483,10 @@ def measure_retrieval(a: Assistant, questions: list[str], k: int = 5) -> dict[st
         times["retrieve"].append(time.perf_counter() - mark)
         for name in parts:
             times[name].append(spent[name])
+
+        mark = time.perf_counter()
+        text_collection.query(query_texts=[q], n_results=n, include=["documents", "metadatas", "distances"])
+        times["chroma_text_query"].append(time.perf_counter() - mark)
 
         vector = a.embedder.get_query_embedding(q)
         mark = time.perf_counter()
@@ -469,6 +500,8 @@ def measure_retrieval(a: Assistant, questions: list[str], k: int = 5) -> dict[st
     out.update({name: stats_ms(values) for name, values in times.items()})
     bare = out["bare_chroma"]["p50_ms"]
     out["ratio_retrieve_to_bare_p50"] = r(out["retrieve"]["p50_ms"] / bare, 2) if bare else None
+    text = out["chroma_text_query"]["p50_ms"]
+    out["ratio_retrieve_to_chroma_text_query_p50"] = r(out["retrieve"]["p50_ms"] / text, 2) if text else None
     # The bare query is handed the vector; Assistant.retrieve must first compute it from text.
     beyond = out["retrieve"]["p50_ms"] - out["query_embedding"]["p50_ms"]
     out["ratio_retrieve_minus_embedding_to_bare_p50"] = r(beyond / bare, 2) if bare else None
@@ -478,6 +511,7 @@ def measure_retrieval(a: Assistant, questions: list[str], k: int = 5) -> dict[st
 def print_retrieval(res: dict[str, Any], label: str) -> None:
     say(f"  retrieval at {label}: {res['queries']} queries, k={res['k']}, {res['candidates']} candidates per side")
     say(f"    Assistant.retrieve()          {fmt_ms(res['retrieve'])}")
+    say(f"    Chroma text query (same model) {fmt_ms(res['chroma_text_query'])}")
     say(f"    bare chromadb query           {fmt_ms(res['bare_chroma'])}")
     say(f"    Store.query                   {fmt_ms(res['store_query'])}")
     say("    its parts, as retrieve() reports them:")
@@ -485,6 +519,10 @@ def print_retrieval(res: dict[str, Any], label: str) -> None:
     say(f"      dense side via llama-index  {fmt_ms(res['dense'])}")
     say(f"      BM25 side                   {fmt_ms(res['keyword'])}")
     say(f"      fusion                      {fmt_ms(res['fuse'])}")
+    say(
+        f"    ratio retrieve / chroma text query (p50) = {res['ratio_retrieve_to_chroma_text_query_p50']}x "
+        "(Chroma embeds the question with the same MiniLM and runs the dense query; retrieve adds BM25 and fusion)"
+    )
     say(f"    ratio retrieve p50 / bare chromadb p50 = {res['ratio_retrieve_to_bare_p50']}x")
     say(
         f"    ratio (retrieve p50 - query embedding p50) / bare chromadb p50 = "
@@ -785,6 +823,7 @@ class Run:
     a_syn: Assistant | None = None
     synth_path: Path | None = None
     server_pid: int | None = None
+    server_memory: dict[str, float | None] | None = None  # the LLM server's, taken before it was stopped
 
 
 def machine_section(run: Run) -> None:
@@ -968,17 +1007,145 @@ def llm_section(run: Run) -> None:
     print_contention(lm)
 
 
+DEV_TYPES = ("fact", "method", "paraphrase", "which_paper", "multi_paper", "topic", "comparison", "unanswerable",
+             "near_miss", "follow_up", "chinese")
+
+
+def dev_questions(per_type: int) -> list[dict[str, Any]]:
+    """`per_type` questions of every type, spread over each type's questions in eval/questions.jsonl
+    (the same ones in every run, so runs compare)."""
+    rows = [json.loads(line) for line in QUESTIONS_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    picked: list[dict[str, Any]] = []
+    for kind in DEV_TYPES:
+        of_kind = [q for q in rows if q["type"] == kind]
+        step = max(len(of_kind) // per_type, 1)
+        picked += of_kind[::step][:per_type]
+    return picked
+
+
+def timed_events(a: Assistant, question: str, history: list[dict[str, str]]) -> dict[str, Any]:
+    """What a user waits for, measured where a user sees it: the papers being read (`Evidence`),
+    the first word of the answer, the whole answer; with the size of the prompt the model read."""
+    mark = time.perf_counter()
+    evidence_s = first_s = None
+    final: Answer | None = None
+    for event in a.events(question, history=history):
+        now = time.perf_counter() - mark
+        if isinstance(event, Evidence):
+            evidence_s = now
+        elif isinstance(event, str):
+            first_s = first_s if first_s is not None else now
+        else:
+            final = event
+    assert final is not None
+    return {
+        "evidence_s": r(evidence_s, 3), "first_token_s": r(first_s, 3), "total_s": r(time.perf_counter() - mark, 3),
+        "prompt_tokens": final.prompt_tokens, "status": final.status,
+        "condense_s": r(final.timings.get("condense"), 3),
+    }
+
+
+def seconds_stats(values: list[float | None]) -> dict[str, Any]:
+    got = [v for v in values if v is not None]
+    return {"n": len(got), "p50_s": r(pct(got, 50), 3) if got else None, "p95_s": r(pct(got, 95), 3) if got else None}
+
+
+def fmt_s(stats: dict[str, Any]) -> str:
+    return f"p50 {stats['p50_s']:.2f} s, p95 {stats['p95_s']:.2f} s (n={stats['n']})" if stats["n"] else "n/a"
+
+
+def answer_latency_section(run: Run) -> None:
+    """Time to evidence, to the first token and to the whole answer over a fixed dev set of every type."""
+    if run.args.skip_llm:
+        return
+    assert run.a_real is not None
+    al = run.rep.section("answer_latency", "Answers as a user waits for them (dev set, every question type)")
+    rows = []
+    with run.meter.measure(al):
+        for q in dev_questions(run.args.dev_per_type):
+            row = timed_events(run.a_real, q["question"], q.get("history") or []) | {"id": q["id"], "type": q["type"]}
+            rows.append(row)
+            note(f"{row['id']} {row['type']}: evidence {row['evidence_s']} s, first token {row['first_token_s']} s, "
+                 f"total {row['total_s']} s, prompt {row['prompt_tokens']} tokens")
+    al["questions"] = rows
+    say(f"  {'type':<13} {'n':>2}  {'evidence p50':>12}  {'first token p50':>15}  {'answer p50':>10}  {'prompt tokens':>13}")
+    for kind in DEV_TYPES:
+        of_kind = [x for x in rows if x["type"] == kind]
+        if not of_kind:
+            continue
+        ev, ft, tot = (seconds_stats([x[key] for x in of_kind]) for key in ("evidence_s", "first_token_s", "total_s"))
+        tokens = [x["prompt_tokens"] for x in of_kind if x["prompt_tokens"]]
+        say(
+            f"  {kind:<13} {len(of_kind):>2}  {ev['p50_s'] if ev['n'] else '–':>12}  "
+            f"{ft['p50_s'] if ft['n'] else '–':>15}  {tot['p50_s']:>10}  "
+            f"{round(sum(tokens) / len(tokens)) if tokens else '–':>13}"
+        )
+    single = [x for x in rows if x["type"] not in ("follow_up", "chinese")]
+    rewritten = [x for x in rows if x["type"] in ("follow_up", "chinese")]
+    al["evidence"] = seconds_stats([x["evidence_s"] for x in rows])
+    al["first_token_single_turn"] = seconds_stats([x["first_token_s"] for x in single])
+    al["first_token_follow_up_and_chinese"] = seconds_stats([x["first_token_s"] for x in rewritten])
+    al["answer"] = seconds_stats([x["total_s"] for x in rows])
+    with_prompt = [x["prompt_tokens"] for x in rows if x["prompt_tokens"]]
+    al["mean_prompt_tokens"] = round(sum(with_prompt) / len(with_prompt)) if with_prompt else None
+    say(f"  time to evidence (papers on screen):          {fmt_s(al['evidence'])}")
+    say(f"  time to first token, single-turn questions:   {fmt_s(al['first_token_single_turn'])}")
+    say(f"  time to first token, follow-ups and Chinese:  {fmt_s(al['first_token_follow_up_and_chinese'])}")
+    say(f"  whole answer:                                 {fmt_s(al['answer'])}")
+    say(f"  prompt read per answer: {al['mean_prompt_tokens']} tokens on average (tiktoken count; the fixed "
+        "instructions among them come from the server's prompt cache)")
+    print_contention(al)
+
+
+def first_question_section(run: Run) -> None:
+    """The first question after start-up, as `assistant serve` meets it: a fresh assistant loads the
+    model in the background and reads the fixed instructions; the question comes once it is ready."""
+    if run.args.skip_llm:
+        return
+    assert run.a_real is not None
+    fq = run.rep.section("first_question", "The first question after start-up (serve: warm start)")
+    settings = run.a_real.settings
+    if run.server_pid:
+        run.server_memory = proc_mem(run.server_pid)
+    run.a_real.close()  # its model server must not share the cores with the new one
+    questions = [q for q in dev_questions(3) if q["type"] == "fact"]
+    with run.meter.measure(fq):
+        mark = time.perf_counter()
+        fresh = run.ctx.keep(Assistant.from_settings(settings))
+        opened = time.perf_counter() - mark
+        thread = fresh.warm_up()
+        assert thread is not None
+        thread.join()
+        ready = time.perf_counter() - mark
+        first = timed_events(fresh, questions[0]["question"], [])
+        second = timed_events(fresh, questions[1]["question"], [])
+    fq.update({"open_s": r(opened, 3), "ready_s": r(ready, 3), "warm_error": fresh.warm_error,
+               "first": first, "second": second})
+    if first["first_token_s"] and second["first_token_s"]:
+        fq["first_minus_second_s"] = r(first["first_token_s"] - second["first_token_s"], 3)
+    say(f"  open {opened:.2f} s; model loaded and the instructions read: ready {ready:.2f} s after start")
+    say(f"  first question: first token {first['first_token_s']} s, answer {first['total_s']} s "
+        f"({first['prompt_tokens']} prompt tokens)")
+    say(f"  next question:  first token {second['first_token_s']} s, answer {second['total_s']} s "
+        f"({second['prompt_tokens']} prompt tokens)")
+    if "first_minus_second_s" in fq:
+        say(f"  first question's first token minus the next one's: {fq['first_minus_second_s']:+.2f} s")
+    print_contention(fq)
+    fresh.close()
+
+
 def memory_section(run: Run) -> None:
     mem = run.rep.section("memory", "Peak memory (VmHWM)")
     own = proc_mem()
-    srv = proc_mem(run.server_pid) if run.server_pid else {"rss_mib": None, "hwm_mib": None}
+    srv = run.server_memory or (proc_mem(run.server_pid) if run.server_pid else {"rss_mib": None, "hwm_mib": None})
     mem.update({"bench_process": own, "llm_server": srv})
     total = (own["hwm_mib"] or 0) + (srv["hwm_mib"] or 0)
     mem["assistant_total_peak_mib"] = round(total, 1)
     run.rep.snapshot("end", {"llm_server": run.server_pid})
     say(f"  this process: peak {own['hwm_mib']} MiB (now {own['rss_mib']} MiB; the peak includes the synthetic indexing)")
     if run.server_pid:
-        say(f"  llama.cpp server child (pid {run.server_pid}): peak {srv['hwm_mib']} MiB (now {srv['rss_mib']} MiB)")
+        when = "when it was stopped" if run.server_memory else "now"
+        say(f"  llama.cpp server child (pid {run.server_pid}): peak {srv['hwm_mib']} MiB ({when} {srv['rss_mib']} MiB)")
     say(f"  peak RSS of the whole assistant (this process + LLM server): {total:.0f} MiB")
     say("  RSS of this process by stage: " + "; ".join(
         f"{s['stage']} {s['bench']['rss_mib']}" for s in run.rep.memory
@@ -988,7 +1155,8 @@ def memory_section(run: Run) -> None:
 
 SECTIONS: list[Callable[[Run], None]] = [
     machine_section, synthetic_corpus_section, embedding_section, real_index_section, synthetic_index_section,
-    retrieval_section, chroma_server_section, llm_section, memory_section,
+    retrieval_section, chroma_server_section, llm_section, answer_latency_section, first_question_section,
+    memory_section,
 ]
 
 
@@ -1095,6 +1263,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip-llm", action="store_true", help="skip the local LLM section (no model load)")
     parser.add_argument("--skip-server", action="store_true", help="skip the Chroma server-mode section")
     parser.add_argument("--queries", type=int, default=50, help="retrieval queries (from eval/questions.jsonl)")
+    parser.add_argument(
+        "--dev-per-type", type=int, default=2, metavar="N",
+        help="questions of each type for the answer-latency section (11 types)",
+    )
     parser.add_argument("--embed-texts", type=int, default=1024, help="texts for the embedding-throughput test")
     parser.add_argument("--seed", type=int, default=2026, help="seed of the synthetic corpus")
     parser.add_argument(

@@ -26,5 +26,6 @@ def test_a_small_benchmark_run_reports_index_stages_and_retrieval_parts(tmp_path
     assert report["index"]["real"]["stages"]["embed"] > 0
     for size in ("real", "synthetic"):
         parts = report["retrieval"][size]
-        assert all(parts[name]["n"] == 5 for name in ("retrieve", "query_embedding", "dense", "keyword", "fuse"))
-    assert "ratio retrieve p50 / bare chromadb p50" in done.stdout
+        names = ("retrieve", "query_embedding", "dense", "keyword", "fuse", "chroma_text_query")
+        assert all(parts[name]["n"] == 5 for name in names)
+    assert "ratio retrieve / chroma text query (p50) = " in done.stdout
