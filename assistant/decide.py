@@ -456,7 +456,9 @@ def best(evidence: Sequence[ScoredSentence], n: int) -> list[ScoredSentence]:
 
 
 # What a model writes for a paper it does not name ("Source reports ..."): not content.
-_PLACEHOLDERS = frozenset(("sourc", "yes"))
+# Words an answer uses to point at a paper instead of saying something: "source", and the verbs of
+# "... is described / discussed / covered in source [1]".
+_PLACEHOLDERS = frozenset(("sourc", "yes", "describ", "discuss", "cover", "address", "mention", "explain", "detail"))
 
 
 def adds_nothing(answer: str, question: str) -> bool:

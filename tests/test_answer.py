@@ -172,6 +172,15 @@ def test_an_answer_records_the_size_of_the_prompt_the_model_read(shared_index_di
     assert answer.prompt_tokens == sum(count_tokens(m["content"]) for m in sent) > 0
 
 
+def test_a_fact_question_naming_a_paper_reads_only_that_papers_sentences(shared_index_dir, scripted_llm):
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
+    scripted_llm.queue("Vegas drafts tokens from a subset of its own KV cache [1].")
+    with Assistant.from_settings(settings) as assistant:
+        assistant.ask("How does Vegas speed up long-context decoding?")
+    user = scripted_llm.messages(0)[-1]["content"]
+    assert "[1] Vegas:" in user and "[2]" not in user
+
+
 def test_the_papers_being_read_come_first_then_the_draft_then_the_answer(shared_index_dir, scripted_llm):
     settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
     scripted_llm.queue("Vegas improves decoding throughput by 1.25×–2.81× over default vLLM [1].")

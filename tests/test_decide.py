@@ -84,6 +84,7 @@ def test_an_answer_that_only_restates_the_question_adds_nothing() -> None:
     question = "Which LLM judges does the Item Response Theory study look at?"
     assert adds_nothing("The Item Response Theory study looks at LLM judges [1].", question)
     assert adds_nothing("Source looks at LLM judges [1].", question), "a placeholder for the paper is no content"
+    assert adds_nothing("LLM judges in the Item Response Theory study are described in source [1].", question)
     assert not adds_nothing("The study analysed GPT-4o, Claude and five other judges [1].", question)
     assert not adds_nothing("It reaches 2.81× [1].", "What speedup does it reach?"), "a new figure is content"
 
