@@ -79,14 +79,19 @@ def ask(page: Any, question: str) -> float:
     return time.monotonic()
 
 
+# A card of a cited source (the papers being read, and ranked papers, are `src-ranked` cards; the
+# empty panel has none).
+CITED_CARD = "#sources .src-card:not(.src-ranked)"
+
+
 def first_words(page: Any) -> None:
     """The draft has started (or the final answer already arrived)."""
-    page.wait_for_selector("#chat .draft-cursor, #sources h3.src-heading:text-is('Sources')", timeout=ANSWER_TIMEOUT_MS)
+    page.wait_for_selector(f"#chat .draft-cursor, {CITED_CARD}", timeout=ANSWER_TIMEOUT_MS)
 
 
 def answered(page: Any) -> None:
     """The verified answer is on screen: its cited sources have replaced the papers being read."""
-    page.wait_for_selector("#sources h3.src-heading:text-is('Sources')", timeout=ANSWER_TIMEOUT_MS)
+    page.wait_for_selector(CITED_CARD, timeout=ANSWER_TIMEOUT_MS)
 
 
 def save(page: Any, name: str) -> Path:
