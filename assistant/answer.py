@@ -11,7 +11,6 @@ local model answers best from, and what keeps its time to first token short.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import threading
@@ -240,15 +239,6 @@ class AnswerEngine:
 
     # -- the whole pipeline ----------------------------------------------------------------
 
-    def stream(
-        self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None
-    ) -> Iterator[str | Answer]:
-        """Yield draft tokens as the model writes them, then the verified `Answer`."""
-        with contextlib.closing(self.events(question, history=history, k=k, source=source)) as events:
-            for event in events:
-                if not isinstance(event, Evidence):
-                    yield event
-
     def events(
         self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None
     ) -> Iterator[Evidence | str | Answer]:
@@ -309,9 +299,7 @@ class AnswerEngine:
         answer.confidence = round(decision.confidence, 4)
         sources, evidence = decision.sources, decision.evidence
         timings["decide"] = time.perf_counter() - mark
-        best = {
-            s.paper.id: max(evidence[s.number], key=lambda e: e.score).clean for s in sources if evidence[s.number]
-        }
+        best = {s.paper.id: decide.best(evidence[s.number], 1)[0].clean for s in sources if evidence[s.number]}
         yield self._evidence_event(answer, started, best)
         if decision.action == "refuse":
             answer.notices.extend(decision.notices)
@@ -589,15 +577,6 @@ class AnswerEngine:
             answer.text += f" {source.paper.title}: {top.clean} [{source.number}]"
             answer.citations.append(make_citation(source.number, source.paper, source.raw_sentences, [top.index], top.score))
         answer.citations.sort(key=lambda c: c.marker)
-
-    def ask(self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None) -> Answer:
-        """The verified answer (the same pipeline as `stream`, without the tokens)."""
-        final = None
-        for event in self.stream(question, history=history, k=k, source=source):
-            if isinstance(event, Answer):
-                final = event
-        assert final is not None
-        return final
 
 
 def _name_the_paper(text: str, citations: list[Citation]) -> str:

@@ -118,13 +118,22 @@ class Assistant:
         self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None
     ) -> Answer:
         """A short answer whose every claim cites its paper, or an honest refusal."""
-        return self.engine.ask(question, history=history, k=k, source=source)
+        final = None
+        for event in self.events(question, history=history, k=k, source=source):
+            if isinstance(event, Answer):
+                final = event
+        assert final is not None
+        return final
 
     def stream(
         self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None
     ) -> Iterator[str | Answer]:
-        """Draft tokens as they are generated, then the final verified `Answer`."""
-        return self.engine.stream(question, history=history, k=k, source=source)
+        """Draft tokens as they are generated, then the final verified `Answer` (`events` without
+        the `Evidence`)."""
+        with contextlib.closing(self.events(question, history=history, k=k, source=source)) as events:
+            for event in events:
+                if not isinstance(event, Evidence):
+                    yield event
 
     def events(
         self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None
