@@ -34,14 +34,7 @@ from .types import Answer, Citation, Evidence, Passage
 
 _HAN = re.compile(r"[\u3400-\u9fff]")
 _KANA_HANGUL = re.compile(r"[\u3040-\u30ff\uac00-\ud7af]")
-# Ways a model says it cannot answer without using the sentinel.
-_DECLINES = re.compile(
-    r"\b(?:do(?:es)? not (?:contain|provide|mention|specify|state|include|say|give|report)|no (?:information|mention)|"
-    r"(?:cannot|can't|unable to) (?:answer|determine|find|be determined)|not (?:mentioned|specified|provided|stated|given))\b",
-    re.IGNORECASE,
-)
 _SENTINEL = re.compile(r"\s*\b" + re.escape(REFUSAL_SENTINEL).replace("_", "[_ ]") + r"\b[.!]?", re.IGNORECASE)
-TOPIC_KEYWORD_WEIGHT = 0.4  # a topic's own words in a paper's chunks count beside the fused score
 # Some sentence of the candidates must say the topic clearly: on off-topic questions ("spiking
 # neural networks", "watermarking") the best sentence reaches 0.39; on all but one of the
 # evaluation set's topic and multi-paper questions it is 0.59 or more.
@@ -198,42 +191,25 @@ class AnswerEngine:
 
     def _topic_list(self, answer: Answer, intent: Intent, candidates: list[Passage], query_vector: np.ndarray) -> Answer | None:
         """Every candidate paper whose own best sentence supports the topic, each cited with it."""
-        self.sentences.warm([p.paper for p in candidates])
         topic_vector = self._encode([intent.topic])[0] if intent.topic else query_vector
-        topic_stems = set(decide.stems(intent.topic))
-        top_keyword = max((p.keyword_score for p in candidates), default=0.0) or 1.0
-        scored = []
-        for passage in candidates:
-            evidence = decide.score_sentences(self.sentences.get(passage.paper), topic_vector, topic_stems)
-            top = decide.best(evidence, 1)
-            if top:
-                # A paper is on the topic when its own best sentence is close to it and retrieval ranks
-                # it high on both sides (dense and keyword): weights chosen on a recall/precision grid
-                # over the evaluation's topic and multi-paper questions, not on single questions.
-                score = top[0].score + passage.score + TOPIC_KEYWORD_WEIGHT * passage.keyword_score / top_keyword
-                scored.append((score, passage, top[0]))
+        members, scored = decide.on_topic(
+            intent.topic, topic_vector, candidates, self.sentences, self.settings.topic_threshold, self.settings.topic_margin
+        )
         if not scored:
             return None
-        scored.sort(key=lambda item: -item[0])
-        best_score = scored[0][0]
-        answer.confidence = round(max(sentence.score for _, _, sentence in scored), 4)
-        if answer.confidence < TOPIC_PRESENT:
-            return None
-        members = [
-            (passage, sentence) for score, passage, sentence in scored
-            if score >= self.settings.topic_threshold and score >= best_score - self.settings.topic_margin
-        ]
-        if not members:
+        answer.confidence = round(max(m.sentence.score for m in scored), 4)
+        if answer.confidence < TOPIC_PRESENT or not members:
             return None
         lines, citations = [], []
-        for number, (passage, sentence) in enumerate(members, start=1):
-            s = self.sentences.get(passage.paper)
-            lines.append(f"- {passage.paper.title} [{number}]: {sentence.clean}")
-            citations.append(make_citation(number, passage.paper, s.raw, [sentence.index], sentence.score))
+        for number, member in enumerate(members, start=1):
+            s = self.sentences.get(member.passage.paper)
+            lines.append(f"- {member.passage.paper.title} [{number}]: {member.sentence.clean}")
+            citations.append(make_citation(number, member.passage.paper, s.raw, [member.sentence.index], member.sentence.score))
         count = "One paper" if len(members) == 1 else f"{len(members)} papers"
         answer.text = f"{count} in the collection {'is' if len(members) == 1 else 'are'} about {intent.topic or 'this'}:\n" + "\n".join(lines)
         answer.citations = citations
-        answer.passages = [p for p, _ in members] + [p for _, p, _ in scored if p not in {m for m, _ in members}][:2]
+        listed = {m.passage.paper.id for m in members}
+        answer.passages = [m.passage for m in members] + [m.passage for m in scored if m.passage.paper.id not in listed][:2]
         answer.status = "answered"
         return answer
 
@@ -477,7 +453,7 @@ class AnswerEngine:
         intent, sources = plan.intent, plan.sources
         text = draft.strip()
         first_sentence = re.split(r"(?<=[.!?。！？])\s", text, maxsplit=1)[0]
-        declined = bool(_SENTINEL.match(text)) or not _SENTINEL.sub("", text).strip() or bool(_DECLINES.search(first_sentence))
+        declined = bool(_SENTINEL.match(text)) or not _SENTINEL.sub("", text).strip() or bool(decide.DECLINES.search(first_sentence))
         text = _SENTINEL.sub("", text).strip()  # a sentinel after an answer is a fragment, not a refusal
         known = " ".join(p.paper.text for p in passages)
         verified = None if declined else verify(

@@ -4,6 +4,8 @@
     a = Assistant.from_settings()
     a.retrieve("question", k=5); a.ask("question", history=[...]); a.stream("question")
     for event in a.events("question"): ...   # Evidence, then str tokens, then the Answer
+    a.table(["What speedup?", "Compared with what?"], topic="KV cache")   # a Table, a quoted cell per paper
+    for event in a.table_events([...], papers=["Vegas", "ARM"]): ...    # each Row, each Cell, then the Table
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from .errors import StoreDamagedError
 from .index import IndexReport, build_index, corpus_fingerprint
 from .load import load_papers
 from .retrieve import HybridRetriever, load_bm25
+from .errors import QuestionError
 from .store import IndexInfo, Store, move_aside, recorded_corpus
-from .types import Answer, Evidence, Paper, Passage
+from .table import TableBuilder, check_columns, resolve_papers
+from .types import Answer, Cell, Evidence, Paper, Passage, Row, Table
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +66,8 @@ class Assistant:
         self.retriever = HybridRetriever(settings, store, embedder, self.by_id, notify=lambda m: self.notify(m))
         self.timings: dict[str, float] = {}
         self.engine = AnswerEngine(settings, self.retriever, embedder, self._connect_llm)
+        self.tables = TableBuilder(settings, self.retriever, self.engine.sentences, self.engine._encode,
+                                   lambda: self.engine.llm, self.engine.prompts)
         self.warm_error: str | None = None  # why a background warm-up failed, if it did
         self._warming: threading.Thread | None = None
         self._quiet_start = False  # a warm-up asked not to report the model's loading steps
@@ -145,6 +151,53 @@ class Assistant:
                 if isinstance(event, Answer) and "first_token" in event.timings:
                     self.warm_error = None  # the model answered: whatever stopped the warm-up is over
                 yield event
+
+    def table(
+        self, columns: list[str], papers: list[str] | None = None, topic: str | None = None, source: str | None = None
+    ) -> Table:
+        """Ask every question of `columns` of each paper: a `Table` with one row per paper and one
+        quoted cell (or "not stated in the abstract") per question. See `table_events`."""
+        final = None
+        for event in self.table_events(columns, papers=papers, topic=topic, source=source):
+            if isinstance(event, Table):
+                final = event
+        assert final is not None
+        return final
+
+    def table_events(
+        self, columns: list[str], papers: list[str] | None = None, topic: str | None = None, source: str | None = None
+    ) -> Iterator[Row | Cell | Table]:
+        """The rows, then each cell as soon as it is filled, then the whole `Table`.
+
+        Rows are `papers` (ids, titles or labels, in that order), else the papers on `topic` (each
+        with the sentence that puts it there), else every paper of the corpus file `source`."""
+        columns = check_columns(columns, self.settings.max_question_tokens)
+        started = time.perf_counter()
+        notices: list[str] = []
+        if papers:
+            rows = [Row(p) for p in resolve_papers(papers, self.papers)]
+        elif topic:
+            rows = self.tables.topic_rows(topic, source=source)
+            if not rows:
+                notices.append(f"No paper in the collection is about {topic}.")
+        elif source:
+            if source not in self.sources:
+                raise QuestionError(f"No corpus file is called {source!r}; the files are: {', '.join(self.sources)}.")
+            rows = [Row(p) for p in self.papers if p.source == source]
+        else:
+            raise QuestionError("Say which papers the table is about: papers, a topic or a corpus file.")
+        if len(rows) > self.settings.max_table_rows:
+            notices.append(f"Only the first {self.settings.max_table_rows} of {len(rows)} papers are in the table "
+                           "(ASSISTANT_MAX_TABLE_ROWS raises the limit).")
+            rows = rows[: self.settings.max_table_rows]
+        chosen = time.perf_counter() - started
+        for event in self.tables.events(rows, columns, topic=topic or "", notices=notices):
+            if isinstance(event, Table):
+                event.timings["rows"] = chosen
+                if "first_cell" in event.timings:
+                    event.timings["first_cell"] += chosen
+                event.timings["total"] = time.perf_counter() - started
+            yield event
 
     def warm_up(self, background: bool = True, report: bool = True) -> threading.Thread | None:
         """Start the language model now, and have it read the fixed instructions, so the first

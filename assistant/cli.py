@@ -1,6 +1,6 @@
 """Command line: a thin layer over the Python API (`assistant --help`).
 
-Every subcommand lives here (index, papers, retrieve, ask, chat, serve, eval), and
+Every subcommand lives here (index, papers, retrieve, ask, chat, table, serve, eval), and
 `settings_from_args` is the one place flags become a `Settings`. Settings come from
 `ASSISTANT_*` environment variables and the flags below; errors are turned into one readable
 line and a non-zero exit code here, and nowhere else.
@@ -28,6 +28,8 @@ EXAMPLES = """examples:
   assistant retrieve "Which method reaches 5M tokens of context?"
   assistant ask "What speedup does Vegas achieve over vLLM?"
   assistant chat                       interactive chat in the terminal
+  assistant table --topic "KV cache" -c "What speedup?" -c "Compared with what?"
+                                       one question per column, one paper per row, a quote per cell
   assistant serve                      the chat UI on http://127.0.0.1:7860
   assistant eval --retrieval-only --check   the grounding eval against its baseline
 environment: every setting is also an ASSISTANT_* variable, e.g. ASSISTANT_CHROMA_HOST,
@@ -200,6 +202,63 @@ def cmd_chat(args: argparse.Namespace) -> int:
         assistant.close()
 
 
+def _write(text: str, target: str) -> None:
+    """Write `text` to a file, or to standard output for "-"."""
+    if target == "-":
+        sys.stdout.write(text)
+    else:
+        Path(target).write_text(text, encoding="utf-8")
+        print(f"Wrote {target}", file=sys.stderr)
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    """`assistant table`: ask the column questions of every chosen paper; print (or write) the table."""
+    from tqdm import tqdm
+
+    from .table import to_csv, to_markdown
+    from .types import Cell, Row, Table
+
+    if not (args.topic or args.papers or args.source):
+        print("error: say which papers: --topic TEXT, --papers ID[,ID…] or --source FILE", file=sys.stderr)
+        return 2
+    assistant = _open(settings_from_args(args))
+    bar = None
+    table = None
+    rows: list[Any] = []
+    try:
+        events = assistant.table_events(args.column, papers=_split(args.papers) or None, topic=args.topic,
+                                        source=args.source)
+        for event in events:
+            if isinstance(event, Row):
+                rows.append(event)
+            elif isinstance(event, Cell):
+                if bar is None:
+                    bar = tqdm(total=len(rows) * len(args.column), unit="cell", desc="Filling the table", file=sys.stderr)
+                bar.update(1)
+            elif isinstance(event, Table):
+                table = event
+    finally:
+        if bar is not None:
+            bar.close()
+        assistant.close()
+    assert table is not None
+    for notice in table.notices:
+        print(f"note: {notice}", file=sys.stderr)
+    if args.csv:
+        _write(to_csv(table), args.csv)
+    if args.markdown:
+        _write(to_markdown(table), args.markdown)
+    if args.json:
+        print(json.dumps(table.to_json(), indent=1, ensure_ascii=False))
+    elif not (args.csv == "-" or args.markdown == "-"):
+        print(to_markdown(table), end="")
+    filled = sum(c.status == "stated" for line in table.cells for c in line)
+    print(f"{len(table.rows)} papers x {len(table.columns)} questions: {filled} cells answered from the abstracts, "
+          f"the rest not stated, in {table.timings.get('total', 0):.1f} s.", file=sys.stderr)
+    failed = any(c.status == "failed" for line in table.cells for c in line)
+    return 3 if failed else 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from .ui import serve
 
@@ -221,6 +280,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         write_report,
     )
 
+    if args.tables:
+        return _eval_tables(args)
     baseline_path = Path(args.baseline)
     mode = "retrieval-only" if args.retrieval_only else "full"
     baseline = json.loads(baseline_path.read_text(encoding="utf-8")) if baseline_path.is_file() else None
@@ -293,6 +354,34 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return status
 
 
+def _eval_tables(args: argparse.Namespace) -> int:
+    """`assistant eval --tables`: the table set's rows (and, unless --retrieval-only, its cells)."""
+    from tqdm import tqdm
+
+    from .api import Assistant
+    from .evaluation.tables import format_tables_summary, load_tables, run_tables, summarize_tables, write_tables_report
+
+    try:
+        items = load_tables(args.tables_path)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    assistant = Assistant.from_settings(settings_from_args(args), notify=lambda m: print(m, file=sys.stderr),
+                                        progress=progress_bar())
+    try:
+        bar = tqdm(total=len(items), unit="topic", desc="Evaluating tables", file=sys.stderr)
+        results = run_tables(assistant, items, cells=not args.retrieval_only,
+                             progress=lambda done, total: bar.update(done - bar.n))
+        bar.close()
+    finally:
+        assistant.close()
+    summary = summarize_tables(results)
+    folder = write_tables_report(results, summary, args.out)
+    print(format_tables_summary(summary))
+    print(f"\nreport: {folder}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="assistant",
@@ -339,6 +428,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_chat)
 
     p = sub.add_parser(
+        "table", parents=[common], help="ask the same questions of many papers: a table with a quote in every cell",
+        description="One row per paper (chosen by --topic, --papers or --source), one column per -c question. Each "
+        "cell is a short answer with the verbatim sentence of the abstract it comes from, or 'not stated in the "
+        "abstract'. Prints a Markdown table; --csv / --markdown write files ('-' for standard output). "
+        "Exit code 3: the LLM failed for some cells.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog='example:\n  assistant table --topic "KV cache" -c "What speedup does it report?" -c "Compared with what?" --csv kv.csv',
+    )
+    p.add_argument("-c", "--column", action="append", required=True, metavar="QUESTION",
+                   help="a column question, asked of every paper (repeat for more columns)")
+    rows = p.add_mutually_exclusive_group()
+    rows.add_argument("--topic", help="the papers on this topic (found like a 'which papers are about …' question)")
+    rows.add_argument("--papers", help="comma-separated paper ids or titles (see `assistant papers`)")
+    rows.add_argument("--source", help="every paper of this corpus file")
+    p.add_argument("--csv", metavar="FILE", help="write the table as CSV (answer and quote columns per question)")
+    p.add_argument("--markdown", metavar="FILE", help="write the table as Markdown, with the quotes under it")
+    p.add_argument("--json", action="store_true", help="print the whole Table as JSON")
+    p.set_defaults(run=cmd_table)
+
+    p = sub.add_parser(
         "serve", parents=[common], help="start the chat UI in the browser",
         description="Serve the chat UI (Gradio) on http://HOST:PORT. It binds to 127.0.0.1 by default; any other "
         "address requires ASSISTANT_USERNAME and ASSISTANT_PASSWORD. Nothing is shared or sent elsewhere.",
@@ -349,6 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # The evaluation set's paths and types are light constants; the harness loads when `eval` runs.
     from .evaluation.dataset import BASELINE_PATH, QUESTIONS_PATH, REPORTS_DIR, TYPES
+    from .evaluation.tables import TABLES_PATH
 
     p = sub.add_parser(
         "eval", parents=[common], help=f"measure retrieval and answer quality on {QUESTIONS_PATH.name}",
@@ -366,6 +476,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-baseline", action="store_true", help="store this run's figures as the baseline for its mode")
     p.add_argument("--out", type=Path, default=REPORTS_DIR, help=f"reports folder (default {REPORTS_DIR})")
     p.add_argument("--questions", type=Path, default=QUESTIONS_PATH, help=f"evaluation set (default {QUESTIONS_PATH})")
+    p.add_argument("--tables", action="store_true", help=f"evaluate tables instead ({TABLES_PATH.name}): topic rows "
+                   "against their gold papers and, unless --retrieval-only, every cell against its gold facts")
+    p.add_argument("--tables-path", type=Path, default=TABLES_PATH, help=f"table set (default {TABLES_PATH})")
     p.set_defaults(run=cmd_eval)
     return parser
 

@@ -148,6 +148,12 @@ class Settings(BaseSettings):
         description="'draft': the model writes a free-form answer with [n] markers; 'quote_first': it first picks "
         "the ids of the sentences that answer (JSON-schema constrained output), then writes from them.",
     )
+    table_candidates: int = Field(20, ge=1, le=200, description="Papers considered for the rows of a table chosen by topic.")
+    table_topic_threshold: float = Field(
+        0.86, description="A paper becomes a row of a topic table when its topic score (as for topic questions) "
+        "reaches this and is within topic_margin of the best candidate's.",
+    )
+    max_table_rows: int = Field(40, ge=1, le=500, description="The most papers (rows) one table holds.")
     history_turns: int = Field(6, ge=0, le=50, description="Earlier messages used to understand a follow-up.")
 
     # UI

@@ -116,6 +116,14 @@ _COMPARISON_WORDS = re.compile(
 _DATASET_WORDS = re.compile(r"\b(?:datasets?|benchmarks?|corpus|corpora|suites?|tasks?|data)\b", re.IGNORECASE)
 
 
+# Ways a model says it cannot answer ("The abstract does not mention the batch size").
+DECLINES = re.compile(
+    r"\b(?:do(?:es)? not (?:contain|provide|mention|specify|state|include|say|give|report)|no (?:information|mention)|"
+    r"(?:cannot|can't|unable to) (?:answer|determine|find|be determined)|not (?:mentioned|specified|provided|stated|given))\b",
+    re.IGNORECASE,
+)
+
+
 def sanitize(question: str) -> str:
     """The question as words: HTML tags, terminal colour codes and control characters removed."""
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", " ", question)  # ANSI escape sequences ("\x1b[31m")
@@ -662,3 +670,43 @@ def named_papers(question: str, passages: Sequence[Passage]) -> list[Passage]:
         if score:
             scores[passage.paper.id] = score
     return sorted((p for p in passages if p.paper.id in scores), key=lambda p: -scores[p.paper.id])
+
+
+# -- topics ---------------------------------------------------------------------------------------
+
+TOPIC_KEYWORD_WEIGHT = 0.4  # a topic's own words in a paper's chunks count beside the fused score
+
+
+@dataclass(frozen=True)
+class TopicMember:
+    """A candidate paper weighed for a topic: its own sentence closest to the topic, and its score."""
+
+    passage: Passage
+    sentence: ScoredSentence
+    score: float
+
+
+def on_topic(
+    topic: str, topic_vector: np.ndarray, candidates: Sequence[Passage], bank: SentenceBank, threshold: float, margin: float
+) -> tuple[list[TopicMember], list[TopicMember]]:
+    """The candidates on `topic` (each with the sentence that shows it), and every candidate weighed, best first.
+
+    A paper is on the topic when its own best sentence is close to it and retrieval ranks it high
+    on both sides (dense and keyword): weights chosen on a recall/precision grid over the
+    evaluation's topic and multi-paper questions, not on single questions. Used by topic questions
+    and by the rows of a table chosen by topic.
+    """
+    bank.warm([p.paper for p in candidates])
+    topic_stems = set(stems(topic))
+    top_keyword = max((p.keyword_score for p in candidates), default=0.0) or 1.0
+    scored = []
+    for passage in candidates:
+        top = best(score_sentences(bank.get(passage.paper), topic_vector, topic_stems), 1)
+        if top:
+            score = top[0].score + passage.score + TOPIC_KEYWORD_WEIGHT * passage.keyword_score / top_keyword
+            scored.append(TopicMember(passage, top[0], round(score, 4)))
+    scored.sort(key=lambda m: -m.score)
+    if not scored:
+        return [], []
+    members = [m for m in scored if m.score >= threshold and m.score >= scored[0].score - margin]
+    return members, scored

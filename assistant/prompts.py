@@ -24,6 +24,8 @@ EXPECTED = {
     "refusal.txt": {"closest"},
     "system_quote_first.txt": set(),
     "answer_quote_first.txt": {"sentences", "question"},
+    "table_system.txt": set(),
+    "table_cell.txt": {"title", "sentences", "question"},
 }
 
 
@@ -35,6 +37,8 @@ class Prompts:
     refusal: PromptTemplate
     system_quote_first: PromptTemplate
     answer_quote_first: PromptTemplate
+    table_system: PromptTemplate
+    table_cell: PromptTemplate
 
 
 def load_prompts(folder: Path = PROMPTS_DIR) -> Prompts:

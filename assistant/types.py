@@ -1,4 +1,5 @@
-"""Typed values that flow between the stages: Paper -> Passage -> Citation -> Answer."""
+"""Typed values that flow between the stages: Paper -> Passage -> Citation -> Answer (and, for a
+question asked across papers, Row -> Cell -> Table)."""
 
 from __future__ import annotations
 
@@ -174,16 +175,7 @@ class Answer:
             "supported_share": self.supported_share,
             "search_query": self.search_query,
             "prompt_tokens": self.prompt_tokens,
-            "citations": [
-                {
-                    "marker": c.marker,
-                    "paper": c.paper.to_json(),
-                    "quote": clean_markup(c.quote),
-                    "support": round(c.support, 4),
-                    "spans": [asdict(span) for span in c.spans],
-                }
-                for c in sorted(self.citations, key=lambda c: c.marker)
-            ],
+            "citations": [_citation_json(c) for c in sorted(self.citations, key=lambda c: c.marker)],
             "passages": [
                 {"paper": p.paper.to_json(), "score": round(p.score, 4), "dense_score": round(p.dense_score, 4),
                  "keyword_score": round(p.keyword_score, 4), "text": p.text}
@@ -193,3 +185,79 @@ class Answer:
             "notices": list(self.notices),
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
         }
+
+
+CellStatus = Literal["stated", "not_stated", "failed"]
+NOT_STATED = "not stated in the abstract"
+
+
+@dataclass(frozen=True)
+class Row:
+    """A paper chosen as a row of a `Table`; for a topic table, `reason` cites the sentence of its
+    abstract that puts it on the topic (None when the paper was picked by hand)."""
+
+    paper: Paper
+    reason: Citation | None = None
+    score: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"paper": self.paper.to_json(), "score": round(self.score, 4),
+                "reason": _citation_json(self.reason) if self.reason else None}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One paper's answer to one column question.
+
+    `status` is "stated" (`text` is a short answer and `citation` holds the verbatim, contiguous
+    passage(s) of the abstract it comes from), "not_stated" (the abstract does not say: `text` is
+    `NOT_STATED`, no citation) or "failed" (the model could not answer: `note` says why).
+    `row` and `column` are the cell's position in its `Table`.
+    """
+
+    row: int
+    column: int
+    paper: Paper
+    question: str
+    text: str
+    status: CellStatus
+    citation: Citation | None = None
+    note: str = ""
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"row": self.row, "column": self.column, "paper": self.paper.id, "question": self.question,
+                "status": self.status, "text": self.text,
+                "citation": _citation_json(self.citation) if self.citation else None,
+                "note": self.note, "seconds": round(self.seconds, 3)}
+
+
+@dataclass
+class Table:
+    """One question (a column) asked of many papers (the rows): `cells[r][c]` answers column c for row r.
+
+    `topic` is the topic the rows were chosen by ("" when they were given); `timings` are seconds
+    (rows, first_cell, total)."""
+
+    columns: list[str]
+    rows: list[Row]
+    cells: list[list[Cell]]
+    topic: str = ""
+    notices: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "columns": list(self.columns),
+            "rows": [row.to_json() for row in self.rows],
+            "cells": [[cell.to_json() for cell in line] for line in self.cells],
+            "notices": list(self.notices),
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+        }
+
+
+def _citation_json(citation: Citation) -> dict[str, Any]:
+    """A citation as JSON: the quote as displayed (markup cleaned), the spans verbatim."""
+    return {"marker": citation.marker, "paper": citation.paper.to_json(), "quote": clean_markup(citation.quote),
+            "support": round(citation.support, 4), "spans": [asdict(span) for span in citation.spans]}

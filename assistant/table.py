@@ -1,0 +1,324 @@
+"""Table: one question asked of many papers, a cell per paper and question, each with its quote.
+
+Rows are papers: given by id or title, chosen by a topic (the same retrieval and topic evidence as
+a "which papers are about X" question), or every paper of a corpus file. Columns are the user's
+questions. Each cell is decided on one paper's own sentences, like a single-paper fact question:
+- before the model: a question that asks for a figure, a count, a dataset, a baseline or a name
+  is "not stated" when no sentence of the abstract can carry it (the decision stage's slot and
+  focus checks);
+- the model (grammar-constrained JSON) picks the sentence numbers that state the answer, or none,
+  and writes a short answer from them;
+- after the model: the chosen sentences must carry the asked slot, and the answer's figures must
+  be in them; the chosen sentences become the cell's verbatim, contiguous quote.
+The prompt puts one paper's sentences before the question, so the columns of one paper share the
+model's cached prefix and each further column reads only its own question.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import decide
+from .chunk import count_tokens
+from .cite import has_number, make_citation, numbers_in
+from .config import Settings
+from .decide import SentenceBank
+from .errors import LLMError, LLMUnavailableError, QuestionError
+from .prompts import Prompts
+from .retrieve import HybridRetriever
+from .text import clean_markup, shorten
+from .types import NOT_STATED, Cell, Paper, Row, Table
+
+MAX_COLUMNS = 8
+SENTENCES_PER_COLUMN = 3  # a paper's best sentences for each column, beside those carrying the asked slot
+MAX_CELL_SENTENCES = 7  # the most sentences of one paper the model reads for a row
+CELL_ANSWER_TOKENS = 64
+CELL_ANSWER_CHARS = 90
+# The best evidence sentence of a cell must come at least this close to its question for the
+# model's pick to stand (below it the abstract is about something else); chosen on the table set.
+CELL_MIN_EVIDENCE = -1.0
+_DECLINE = re.compile(r"^\W*(?:none|n/?a|not (?:stated|mentioned|given|specified|provided|available)|unknown|unclear|"
+                      r"no (?:answer|information|mention))\b", re.IGNORECASE)
+
+
+def check_columns(columns: Sequence[str], max_tokens: int) -> list[str]:
+    """The column questions, stripped; an error a user can act on for none, too many or too long."""
+    cleaned = [decide.sanitize(c) for c in columns]
+    cleaned = [c for c in cleaned if c]
+    if not cleaned:
+        raise QuestionError("A table needs at least one column question, e.g. -c \"What speedup does it report?\".")
+    if len(cleaned) > MAX_COLUMNS:
+        raise QuestionError(f"A table takes at most {MAX_COLUMNS} column questions; {len(cleaned)} were given.")
+    for column in cleaned:
+        if count_tokens(column) > max_tokens:
+            raise QuestionError(f"The column question \"{shorten(column, 60)}\" is longer than {max_tokens} tokens; "
+                                "ask something shorter.")
+    return cleaned
+
+
+def resolve_papers(wanted: Sequence[str], papers: Sequence[Paper]) -> list[Paper]:
+    """Papers named by id, by title (case-insensitive) or by label ("file.txt #6"), in the order given."""
+    by_key: dict[str, Paper] = {}
+    for paper in papers:
+        for key in (paper.id, paper.title, paper.label):
+            by_key.setdefault(key.lower(), paper)
+    found, unknown = [], []
+    for name in wanted:
+        paper = by_key.get(name.strip().lower())
+        if paper is None:
+            unknown.append(name)
+        elif paper not in found:
+            found.append(paper)
+    if unknown:
+        raise QuestionError(f"No paper is called {', '.join(repr(u) for u in unknown)}. "
+                            "Use an id or a title as `assistant papers` lists them.")
+    return found
+
+
+class TableBuilder:
+    """Chooses the rows and fills the cells of a `Table` (see the module docstring)."""
+
+    def __init__(self, settings: Settings, retriever: HybridRetriever, sentences: SentenceBank,
+                 encode: Callable[[list[str]], np.ndarray], llm: Callable[[], Any], prompts: Prompts) -> None:
+        self.settings = settings
+        self.retriever = retriever
+        self.sentences = sentences
+        self.encode = encode
+        self.llm = llm  # called when the first cell needs the model: the model starts then, not before
+        self.prompts = prompts
+
+    def topic_rows(self, topic: str, source: str | None = None) -> list[Row]:
+        """Every paper on `topic`, each with the sentence of its abstract that shows it."""
+        topic = decide.sanitize(topic)
+        if not topic:
+            raise QuestionError("The topic is empty. Name a topic, e.g. --topic \"KV cache\".")
+        vector = self.encode([topic])[0]
+        candidates = self.retriever.retrieve(topic, k=self.settings.table_candidates, source=source,
+                                             embedding=vector.tolist())
+        members, _ = decide.on_topic(topic, vector, candidates, self.sentences,
+                                     self.settings.table_topic_threshold, self.settings.topic_margin)
+        rows = []
+        for member in members[: self.settings.max_table_rows]:
+            s = self.sentences.get(member.passage.paper)
+            reason = make_citation(1, member.passage.paper, s.raw, [member.sentence.index], member.sentence.score)
+            rows.append(Row(member.passage.paper, reason, member.score))
+        return rows
+
+    def events(self, rows: list[Row], columns: list[str], topic: str = "", notices: Sequence[str] = ()) -> Iterator[Row | Cell | Table]:
+        """Each `Row`, then each `Cell` as it is filled (row by row), then the whole `Table`."""
+        started = time.perf_counter()
+        table = Table(columns=list(columns), rows=list(rows), cells=[], topic=topic, notices=list(notices))
+        yield from rows
+        if not rows:
+            table.timings["total"] = time.perf_counter() - started
+            yield table
+            return
+        intents = [decide.read_question(c) for c in columns]
+        vectors = self.encode(list(columns))
+        self.sentences.warm([row.paper for row in rows])
+        failure = ""  # once the model is unreachable, the remaining cells say so without trying again
+        for r, row in enumerate(rows):
+            line: list[Cell] = []
+            sentences = self.sentences.get(row.paper)
+            scored = [decide.score_sentences(sentences, vectors[c], set(decide.stems(q))) for c, q in enumerate(columns)]
+            shown = self._shown(sentences, intents, scored, columns)
+            for c, question in enumerate(columns):
+                mark = time.perf_counter()
+                cell = self._cell(r, c, row.paper, question, intents[c], sentences, scored[c], shown, failure)
+                if cell.status == "failed" and not failure and cell.note.startswith("unavailable:"):
+                    failure = cell.note
+                cell = Cell(**{**cell.__dict__, "note": cell.note.removeprefix("unavailable: "),
+                               "seconds": time.perf_counter() - mark})
+                line.append(cell)
+                if "first_cell" not in table.timings:
+                    table.timings["first_cell"] = time.perf_counter() - started
+                yield cell
+            table.cells.append(line)
+        if failure:
+            table.notices.append(f"The language model could not fill some cells: {failure.removeprefix('unavailable: ')}")
+        table.timings["total"] = time.perf_counter() - started
+        yield table
+
+    def _shown(self, sentences: decide.Sentences, intents: list[decide.Intent],
+               scored: list[list[decide.ScoredSentence]], columns: list[str]) -> list[int]:
+        """The sentences of one paper the model reads for every column of its row (in abstract order):
+        each column's best ones and those that carry its asked slot. One set per row, so the
+        columns share the model's cached prefix."""
+        if len(sentences.clean) <= MAX_CELL_SENTENCES:
+            return list(range(len(sentences.clean)))
+        picks: list[int] = []
+        for intent, evidence, question in zip(intents, scored, columns):
+            ranked = [e.index for e in decide.best(evidence, SENTENCES_PER_COLUMN)]
+            carrying = sorted(decide.focus_sentences(intent, sentences, question), key=lambda i: -evidence[i].score)[:1]
+            picks += [i for i in [*ranked, *carrying] if i not in picks]
+        return sorted(picks[:MAX_CELL_SENTENCES])
+
+    def _cell(self, r: int, c: int, paper: Paper, question: str, intent: decide.Intent, sentences: decide.Sentences,
+              evidence: list[decide.ScoredSentence], shown: list[int], failure: str) -> Cell:
+        def not_stated(note: str) -> Cell:
+            return Cell(r, c, paper, question, NOT_STATED, "not_stated", None, note)
+
+        if failure:
+            return Cell(r, c, paper, question, "", "failed", None, failure)
+        try:
+            picked, text = self._ask(paper, question, sentences, shown)
+        except LLMUnavailableError as exc:
+            return Cell(r, c, paper, question, "", "failed", None, f"unavailable: {exc}")
+        except LLMError as exc:
+            return Cell(r, c, paper, question, "", "failed", None, str(exc))
+        if not text or _DECLINE.match(text) or decide.DECLINES.search(text):
+            return not_stated("The model found no sentence that states it.")
+        if decide.adds_nothing(text, f"{question} {paper.title}"):
+            return not_stated("The model's answer only repeats the question or the paper's name.")
+        picked = _locate(text, sentences, shown, picked)
+        if not picked:
+            return not_stated("No sentence of the abstract holds the model's answer.")
+        quote = " ".join(sentences.clean[i] for i in picked)
+        if max(evidence[i].score for i in picked) < CELL_MIN_EVIDENCE:
+            return not_stated("The sentences the model chose do not speak to the question.")
+        # The sentence that carries the figure must be the one about the asked quantity.
+        carriers = [sentences.clean[i] for i in picked if decide.has_slot(intent.slot, sentences.clean[i])]
+        if not carriers or not any(_measures(intent, question, c) for c in carriers):
+            return not_stated(f"The abstract's sentences do not {decide.asked_for(intent)}.")
+        support = max(evidence[i].score for i in picked)
+        citation = make_citation(1, paper, sentences.raw, picked, support)
+        return Cell(r, c, paper, question, text, "stated", citation)
+
+    def _ask(self, paper: Paper, question: str, sentences: decide.Sentences, shown: list[int]) -> tuple[list[int], str]:
+        """The model's pick of sentences (abstract indices) and its short answer."""
+        numbered = "\n".join(f"({n}) {sentences.clean[i]}" for n, i in enumerate(shown, start=1))
+        messages = [
+            {"role": "system", "content": self.prompts.table_system.format()},
+            {"role": "user", "content": self.prompts.table_cell.format(
+                title=paper.title, sentences=numbered, question=question)},
+        ]
+        ids = [str(n) for n in range(1, len(shown) + 1)]
+        schema = {
+            "type": "object",
+            "properties": {
+                # A cell is a few words: bounded in the grammar, so generation stops there (characters).
+                "answer": {"type": "string", "maxLength": CELL_ANSWER_CHARS},
+                "evidence": {"type": "array", "items": {"type": "string", "enum": ids}, "minItems": 1, "maxItems": 2},
+            },
+            "required": ["answer", "evidence"],
+            "additionalProperties": False,
+        }
+        llm = self.llm()
+        reply = llm.chat(messages, max_tokens=CELL_ANSWER_TOKENS,
+                         response_format=llm.json_format(schema))
+        return _parse(reply, shown)
+
+    def warm_up(self) -> None:
+        """Have the model read the table instructions once (kept in its prompt cache)."""
+        self.llm().chat([{"role": "system", "content": self.prompts.table_system.format()},
+                         {"role": "user", "content": "Ready?"}], max_tokens=1)
+
+
+def _measures(intent: decide.Intent, question: str, quote: str) -> bool:
+    """For a figure or a count, whether the quote speaks of the asked quantity (a content word of the
+    question or its focus, or of its measurement family): a small model readily answers "how much
+    memory" with the speedup of the only sentence that has a figure."""
+    terms = list(dict.fromkeys([*decide.focus_terms(intent.focus), *decide.stems(question)]))
+    if intent.slot not in ("number", "count") or not terms:
+        return True
+    quote_stems = set(decide.stems(quote))
+    return any(decide.covered(t, quote_stems, quote) for t in terms)
+
+
+def _locate(text: str, sentences: decide.Sentences, shown: list[int], picked: list[int]) -> list[int]:
+    """The sentences the answer comes from: the model's picks when they hold its figures and words,
+    else the shown sentence that holds them best (a small model often writes the right answer and
+    numbers the wrong sentence). Empty when no sentence holds the answer's figures."""
+    figures = numbers_in(text)
+    words = set(decide.stems(text))
+
+    def holds(i: int) -> tuple[bool, float]:
+        clean = sentences.clean[i]
+        has_figures = all(has_number(clean, n) for n in figures)
+        return has_figures, len(words & sentences.stems[i]) / len(words) if words else 0.0
+
+    quote_figures = all(any(has_number(sentences.clean[i], n) for i in picked) for n in figures)
+    if picked and quote_figures and sum(holds(i)[1] for i in picked) >= 0.5:
+        return picked
+    ranked = sorted(shown, key=lambda i: holds(i), reverse=True)
+    best = ranked[0] if ranked else None
+    if best is None or not holds(best)[0] or holds(best)[1] < 0.5:
+        return picked if picked and quote_figures else []
+    return [best]
+
+
+def _parse(reply: str, shown: list[int]) -> tuple[list[int], str]:
+    """Sentence indices and answer from the model's JSON (a reply cut short keeps what it has)."""
+    try:
+        data = json.loads(reply)
+    except json.JSONDecodeError:
+        answer = re.search(r'"answer"\s*:\s*"([^"]*)', reply)
+        evidence = reply.split('"evidence"', 1)[1] if '"evidence"' in reply else ""
+        data = {"evidence": re.findall(r'"(\d+)"', evidence), "answer": answer.group(1) if answer else ""}
+    picked = []
+    for value in data.get("evidence") or []:
+        try:
+            n = int(value)
+        except (TypeError, ValueError):
+            continue
+        if 1 <= n <= len(shown) and shown[n - 1] not in picked:
+            picked.append(shown[n - 1])
+    answer = " ".join(str(data.get("answer") or "").split()).strip()
+    return sorted(picked), answer
+
+
+# -- writing a table out -----------------------------------------------------------------------
+
+
+def _cell_text(cell: Cell) -> str:
+    if cell.status == "failed":
+        return f"(failed: {cell.note})" if cell.note else "(failed)"
+    return clean_markup(cell.text)
+
+
+def to_csv(table: Table) -> str:
+    """One line per paper: its id, title and label, then each column's answer and its quote."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    header = ["paper_id", "title", "label"]
+    for column in table.columns:
+        header += [column, f"{column} (quote)"]
+    writer.writerow(header)
+    for row, line in zip(table.rows, table.cells):
+        values = [row.paper.id, row.paper.title, row.paper.label]
+        for cell in line:
+            values += [_cell_text(cell), clean_markup(cell.citation.quote) if cell.citation else ""]
+        writer.writerow(values)
+    return out.getvalue()
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(table: Table) -> str:
+    """A Markdown table with a numbered quote under it for every filled cell."""
+    lines = ["| Paper | " + " | ".join(_md(c) for c in table.columns) + " |",
+             "|---|" + "---|" * len(table.columns)]
+    quotes = []
+    for row, line in zip(table.rows, table.cells):
+        values = []
+        for cell in line:
+            text = _md(_cell_text(cell))
+            if cell.citation:
+                quotes.append(f"[{len(quotes) + 1}] {row.paper.title} ({row.paper.label}): "
+                              f"\u201c{clean_markup(cell.citation.quote)}\u201d")
+                text += f" [{len(quotes)}]"
+            values.append(text)
+        lines.append(f"| {_md(row.paper.title)} | " + " | ".join(values) + " |")
+    if quotes:
+        lines += ["", "Quotes:", *quotes]
+    return "\n".join(lines) + "\n"
