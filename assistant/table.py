@@ -38,8 +38,8 @@ from .text import clean_markup, shorten
 from .types import NOT_STATED, Cell, Paper, Row, Table
 
 MAX_COLUMNS = 8
-SENTENCES_PER_COLUMN = 3  # a paper's best sentences for each column, beside those carrying the asked slot
-MAX_CELL_SENTENCES = 7  # the most sentences of one paper the model reads for a row
+SENTENCES_PER_COLUMN = 2  # a paper's best sentences for each column, beside those carrying the asked slot
+MAX_CELL_SENTENCES = 5  # the most sentences of one paper the model reads for a row
 CELL_ANSWER_TOKENS = 64
 CELL_ANSWER_CHARS = 90
 # The best evidence sentence of a cell must come at least this close to its question for the
