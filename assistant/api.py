@@ -30,6 +30,7 @@ from .retrieve import HybridRetriever, load_bm25
 from .errors import QuestionError
 from .store import IndexInfo, Store, move_aside, recorded_corpus
 from .table import TableBuilder, check_columns, resolve_papers
+from .topics import TopicGroup, group_papers
 from .types import Answer, Cell, Evidence, Paper, Passage, Row, Table
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ class Assistant:
         self.tables = TableBuilder(settings, self.retriever, self.engine.sentences, self.engine._encode,
                                    lambda: self.engine.llm, self.engine.prompts)
         self.warm_error: str | None = None  # why a background warm-up failed, if it did
+        self._groups: list[TopicGroup] | None = None
         self._warming: threading.Thread | None = None
         self._quiet_start = False  # a warm-up asked not to report the model's loading steps
 
@@ -151,6 +153,13 @@ class Assistant:
                 if isinstance(event, Answer) and "first_token" in event.timings:
                     self.warm_error = None  # the model answered: whatever stopped the warm-up is over
                 yield event
+
+    def topic_groups(self) -> list[TopicGroup]:
+        """The collection grouped into topics (clusters of the stored embeddings, each labelled by
+        its distinctive terms), largest first; computed once."""
+        if self._groups is None:
+            self._groups = group_papers(self.papers, self.store.paper_vectors())
+        return self._groups
 
     def table(
         self, columns: list[str], papers: list[str] | None = None, topic: str | None = None, source: str | None = None

@@ -86,6 +86,18 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def cmd_papers(args: argparse.Namespace) -> int:
     assistant = _open(settings_from_args(args))
+    if args.topics:
+        groups = assistant.topic_groups()
+        if args.json:
+            print(json.dumps([{"label": g.label, "terms": list(g.terms), "papers": [p.to_json() for p in g.papers]}
+                              for g in groups], indent=1, ensure_ascii=False))
+            return 0
+        for group in groups:
+            print(f"\n{group.label} ({len(group.papers)} papers)")
+            for paper in group.papers:
+                print(f"  {paper.id:28} {paper.title[:60]}")
+        print(f"\n{len(groups)} topics; a table from one: assistant table --papers ID,ID,… -c QUESTION", file=sys.stderr)
+        return 0
     if args.json:
         print(json.dumps([p.to_json() for p in assistant.papers], indent=1, ensure_ascii=False))
         return 0
@@ -403,6 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_index)
 
     p = sub.add_parser("papers", parents=[common], help="list the indexed papers (id, title, source)")
+    p.add_argument("--topics", action="store_true", help="group the papers into topics (clusters of their embeddings)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=cmd_papers)
 

@@ -451,6 +451,17 @@ class Store:
             nodes.append(node)
         return nodes
 
+    def paper_vectors(self) -> dict[str, list[list[float]]]:
+        """paper id -> the stored vectors of its chunks (what the topic grouping clusters)."""
+        collection = self.active()
+        if collection is None:
+            return {}
+        got = self._read_all(collection, ["embeddings", "metadatas"])
+        vectors: dict[str, list[list[float]]] = {}
+        for embedding, meta in zip(got["embeddings"], got["metadatas"]):
+            vectors.setdefault(str(meta.get("paper_id")), []).append(list(embedding))
+        return vectors
+
     def query(self, embedding: list[float], n: int, where: dict[str, Any] | None = None) -> dict[str, Any]:
         """A bare Chroma query, used by the benchmark as the baseline for retrieval overhead."""
         collection = self._active_or_raise()
