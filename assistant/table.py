@@ -243,7 +243,7 @@ def _locate(text: str, sentences: decide.Sentences, shown: list[int], picked: li
     def holds(i: int) -> tuple[bool, float]:
         clean = sentences.clean[i]
         has_figures = all(has_number(clean, n) for n in figures)
-        return has_figures, len(words & sentences.stems[i]) / len(words) if words else 0.0
+        return has_figures, len(words & sentences.stems[i]) / len(words) if words else float(bool(figures))
 
     quote_figures = all(any(has_number(sentences.clean[i], n) for i in picked) for n in figures)
     if picked and quote_figures and sum(holds(i)[1] for i in picked) >= 0.5:

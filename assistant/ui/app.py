@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import Settings
 from ..errors import AssistantError
 from ..types import Paper
+from .compare import CompareController
 from .controller import ChatController, gr
 from .render import empty_sources, esc, job_status, render_paper_list
 from .session import Session
@@ -135,6 +136,7 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
 
     assistant.notify = notify
     controller = ChatController(assistant, settings, board)
+    compare = CompareController(assistant)
     sources = list(assistant.sources)
     papers = list(assistant.papers)
 
@@ -147,7 +149,7 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
         with gr.Row(elem_id="top-row", equal_height=True):
             gr.HTML(_header(assistant, settings), elem_id="app-header")
             model_line = gr.HTML(model_status(assistant, settings), elem_id="model-line")
-        with gr.Tabs(elem_id="tabs"):
+        with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Ask", id="ask"):
                 with gr.Row(equal_height=False, elem_id="main-row"):
                     with gr.Column(scale=3, min_width=420, elem_id="chat-col"):
@@ -201,13 +203,59 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
                     with gr.Column(scale=2, min_width=320, elem_id="sources-col"):
                         sources_html = gr.HTML(empty_sources(), elem_id="sources")
             with gr.Tab("Browse papers", id="browse"):
-                search = gr.Textbox(
-                    placeholder="Filter by words in the title or abstract…",
-                    show_label=False,
-                    container=False,
-                    elem_id="paper-search",
-                )
+                with gr.Row(equal_height=True):
+                    search = gr.Textbox(
+                        placeholder="Filter by words in the title or abstract…",
+                        show_label=False,
+                        container=False,
+                        scale=3,
+                        elem_id="paper-search",
+                    )
+                    browse_group = gr.Dropdown(
+                        choices=[("All topics", "")] + compare.group_choices(), value="", show_label=False,
+                        container=False, scale=2, elem_id="browse-group",
+                    )
+                    to_compare = gr.Button("Compare these papers →", size="sm", scale=0, min_width=180,
+                                           elem_id="to-compare")
                 paper_list = gr.HTML(render_paper_list(papers), elem_id="paper-list")
+            with gr.Tab("Compare papers", id="compare"):
+                gr.HTML(
+                    '<p class="src-note">Ask the same questions of several papers: one row per paper, one column per '
+                    "question. Every answer comes with the sentence of the abstract it is taken from; “not stated” "
+                    "means the abstract does not say. Click a cell to read its evidence.</p>"
+                )
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=3, min_width=420):
+                        with gr.Row(equal_height=True):
+                            table_group = gr.Dropdown(
+                                choices=compare.group_choices(), value=None, label="Start from a topic group",
+                                elem_id="table-group",
+                            )
+                            table_topic = gr.Textbox(label="…or find papers on a topic", placeholder="e.g. KV cache",
+                                                     elem_id="table-topic")
+                        table_papers = gr.Dropdown(
+                            choices=compare.paper_choices(), value=[], multiselect=True, label="Papers (rows)",
+                            elem_id="table-papers",
+                        )
+                        table_columns = gr.Textbox(
+                            label="Questions (one per line; each becomes a column)", lines=3,
+                            placeholder="What speedup does it report?\nCompared with what baseline?",
+                            elem_id="table-columns",
+                        )
+                        with gr.Row(equal_height=True):
+                            fill = gr.Button("Fill the table", variant="primary", scale=0, min_width=140, elem_id="fill-table")
+                            export = gr.DownloadButton("Export CSV", value=None, interactive=False, size="sm",
+                                                       scale=0, min_width=120, elem_id="export-csv")
+                            table_status = gr.HTML(job_status(""), elem_id="table-status")
+                        table_grid = gr.Dataframe(
+                            value=None, interactive=False, wrap=True, elem_id="table-grid", show_label=False,
+                        )
+                    with gr.Column(scale=2, min_width=320):
+                        cell_view = gr.HTML(
+                            '<p class="src-note">Fill a table, then click a cell to see the sentence it comes from.</p>',
+                            elem_id="cell-view",
+                        )
+                table_state = gr.State(None)
 
         chat_outputs = [chatbot, sources_html, status, session]
         submit_outputs = [question, chatbot, status, session, llm_job, retrieval_job]
@@ -248,10 +296,29 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
         new_chat.click(controller.clear, None, cleared, cancels=[answering, ranking], show_progress="hidden", **hidden)
         chatbot.clear(controller.clear, None, cleared, cancels=[answering, ranking], show_progress="hidden", **hidden)
         chatbot.select(controller.select, [session], [sources_html], show_progress="hidden", **hidden)
-        search.input(
-            lambda q: render_paper_list(papers, q), [search], [paper_list],
-            show_progress="hidden", trigger_mode="always_last", **hidden,
+        def browse(query: str, group: str) -> str:
+            members = papers
+            if group:
+                members = next((list(g.papers) for g in assistant.topic_groups() if g.label == group), papers)
+            return render_paper_list(members, query, total=len(members))
+
+        search.input(browse, [search, browse_group], [paper_list], show_progress="hidden", trigger_mode="always_last", **hidden)
+        browse_group.change(browse, [search, browse_group], [paper_list], show_progress="hidden", **hidden)
+
+        def open_compare(group: str) -> tuple[Any, Any, Any]:
+            rows, _ = compare.from_group(group) if group else (gr.update(), "")
+            return gr.Tabs(selected="compare"), rows, gr.update(value=group or None)
+
+        to_compare.click(open_compare, [browse_group], [tabs, table_papers, table_group], show_progress="hidden", **hidden)
+        table_group.input(compare.from_group, [table_group], [table_papers, table_status], show_progress="hidden", **hidden)
+        table_topic.submit(compare.from_topic, [table_topic], [table_papers, table_status],
+                           concurrency_limit=RETRIEVAL_CONCURRENCY, concurrency_id="retrieval", show_progress="hidden",
+                           api_visibility="private")
+        fill.click(
+            compare.fill, [table_papers, table_columns], [table_grid, table_status, table_state, export, cell_view],
+            concurrency_limit=1, concurrency_id=LLM_CONCURRENCY, show_progress="hidden", api_visibility="private",
         )
+        table_grid.select(compare.select, [table_state], [cell_view], show_progress="hidden", **hidden)
         # While the model loads in the background the line follows its state, then the timer stops.
         model_timer = gr.Timer(1.0, active=False)
 

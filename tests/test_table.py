@@ -1,0 +1,257 @@
+"""Asking across papers: rows, cells, "not stated", quotes, export, the CLI and the table evaluation.
+
+Cells are decided below the model with a scripted OpenAI-compatible server (its replies are the
+JSON the grammar would force); one test (marked `llm`) fills a real table with the local model.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from assistant import Assistant
+from assistant.cite import make_citation
+from assistant.errors import QuestionError
+from assistant.evaluation.tables import TABLES_PATH, load_tables, score_cell, score_rows
+from assistant.table import _parse, check_columns, resolve_papers, to_csv, to_markdown
+from assistant.types import NOT_STATED, Cell, Row, Table
+
+from conftest import free_port, make_settings, run_cli
+
+SPEEDUP = "What speedup does it report?"
+
+
+def reply(answer: str, *evidence: int) -> str:
+    return json.dumps({"answer": answer, "evidence": [str(n) for n in evidence]})
+
+
+@pytest.fixture
+def scripted(shared_index_dir, scripted_llm):
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
+    with Assistant.from_settings(settings) as assistant:
+        yield assistant, scripted_llm
+
+
+def shown_sentences(scripted_llm, index: int = -1) -> list[str]:
+    """The numbered sentences the model was shown in a request."""
+    user = scripted_llm.messages(index)[-1]["content"]
+    return [line.split(") ", 1)[1] for line in user.splitlines() if line.startswith("(")]
+
+
+def number_of(scripted_llm, needle: str) -> int:
+    """The number the last request gave the sentence containing `needle`."""
+    return next(i for i, s in enumerate(shown_sentences(scripted_llm), 1) if needle in s)
+
+
+# -- choosing rows and columns ----------------------------------------------------------------
+
+
+def test_papers_are_found_by_id_title_or_label(shared_assistant):
+    vegas = next(p for p in shared_assistant.papers if p.title == "Vegas")
+    for name in (vegas.id, "vegas", vegas.label):
+        assert resolve_papers([name], shared_assistant.papers) == [vegas]
+
+
+def test_an_unknown_paper_is_an_error_that_says_where_to_look(shared_assistant):
+    with pytest.raises(QuestionError, match="assistant papers"):
+        resolve_papers(["Vegas", "No Such Paper"], shared_assistant.papers)
+
+
+def test_a_table_needs_a_column_and_not_too_many():
+    with pytest.raises(QuestionError, match="at least one"):
+        check_columns(["  ", ""], 200)
+    with pytest.raises(QuestionError, match="at most"):
+        check_columns([f"Question {i}?" for i in range(9)], 200)
+
+
+def test_a_table_needs_to_know_its_papers(shared_assistant):
+    with pytest.raises(QuestionError, match="which papers"):
+        shared_assistant.table([SPEEDUP])
+
+
+def test_a_topic_chooses_its_papers_each_with_the_sentence_that_shows_it(shared_assistant):
+    rows = shared_assistant.tables.topic_rows("federated learning")
+    assert {row.paper.title for row in rows} == {"FedUSD", "RC-FCL"}
+    for row in rows:
+        span = row.reason.spans[0]
+        assert row.paper.abstract[span.start:span.end] == span.text
+        assert "Federated" in span.text
+
+
+def test_a_topic_no_paper_is_about_gives_an_empty_table_that_says_so(shared_assistant):
+    table = shared_assistant.table([SPEEDUP], topic="sourdough bread baking")
+    assert table.rows == [] and any("No paper" in n for n in table.notices)
+    assert shared_assistant.llm_loaded is None
+
+
+def test_every_paper_of_a_corpus_file_can_be_the_rows(shared_assistant):
+    source = shared_assistant.sources[0]
+    rows = list(shared_assistant.table_events([SPEEDUP], source=source))
+    papers = [e.paper for e in rows if isinstance(e, Row)]
+    assert papers and all(p.source == source for p in papers)
+    with pytest.raises(QuestionError, match="No corpus file"):
+        shared_assistant.table([SPEEDUP], source="nope.txt")
+
+
+# -- deciding a cell (scripted model) --------------------------------------------------------
+
+
+def test_a_stated_cell_has_the_answer_and_its_verbatim_quote(scripted):
+    assistant, llm = scripted
+    llm.responder = lambda messages: reply("1.25×–2.81× over default vLLM", number_of(llm, "1.25×"))
+    table = assistant.table([SPEEDUP], papers=["Vegas"])
+    cell = table.cells[0][0]
+    assert cell.status == "stated" and "2.81" in cell.text
+    span = cell.citation.spans[0]
+    assert cell.paper.abstract[span.start:span.end] == span.text and "1.25" in span.text
+
+
+def test_the_quote_follows_the_answer_when_the_model_numbers_the_wrong_sentence(scripted):
+    assistant, llm = scripted
+    llm.responder = lambda messages: reply("1.25×–2.81×", 1)  # sentence 1 says nothing of a speedup
+    cell = assistant.table([SPEEDUP], papers=["Vegas"]).cells[0][0]
+    assert cell.status == "stated" and "1.25" in cell.citation.quote
+
+
+def test_a_model_that_says_not_stated_gives_a_not_stated_cell(scripted):
+    assistant, llm = scripted
+    llm.responder = lambda messages: reply("not stated", 1)
+    cell = assistant.table(["What batch size is used?"], papers=["Vegas"]).cells[0][0]
+    assert cell.status == "not_stated" and cell.text == NOT_STATED and cell.citation is None
+
+
+def test_a_figure_about_another_quantity_is_not_an_answer(scripted):
+    # Asked how much memory Vegas saves, a small model gives the speedup: the abstract gives no saving.
+    assistant, llm = scripted
+    llm.responder = lambda messages: reply("1.25×–2.81× memory", number_of(llm, "1.25×"))
+    cell = assistant.table(["How much memory does it save?"], papers=["Vegas"]).cells[0][0]
+    assert cell.status == "not_stated"
+
+
+def test_a_figure_no_sentence_holds_is_not_an_answer(scripted):
+    assistant, llm = scripted
+    llm.responder = lambda messages: reply("a 7.5× speedup", number_of(llm, "1.25×"))
+    cell = assistant.table([SPEEDUP], papers=["Vegas"]).cells[0][0]
+    assert cell.status == "not_stated"
+
+
+def test_the_columns_of_one_paper_share_the_prompt_up_to_the_question(scripted):
+    assistant, llm = scripted
+    llm.responder = lambda messages: reply("not stated", 1)
+    assistant.table([SPEEDUP, "Compared with what baseline?"], papers=["Vegas"])
+    first, second = (llm.messages(i)[-1]["content"] for i in (0, 1))
+    assert first.split("Question:")[0] == second.split("Question:")[0]
+    assert llm.messages(0)[0] == llm.messages(1)[0]
+
+
+def test_cells_stream_row_by_row_before_the_table(scripted):
+    assistant, llm = scripted
+    llm.responder = lambda messages: reply("not stated", 1)
+    events = list(assistant.table_events([SPEEDUP, "Which baseline?"], papers=["Vegas", "ARM"]))
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == ["Row", "Row", "Cell", "Cell", "Cell", "Cell", "Table"]
+    assert [(e.row, e.column) for e in events if isinstance(e, Cell)] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_a_down_model_fails_the_cells_with_a_notice_and_stops_calling_it(shared_index_dir):
+    settings = make_settings(shared_index_dir, llm_base_url=f"http://127.0.0.1:{free_port()}/v1", llm_timeout=5)
+    with Assistant.from_settings(settings) as assistant:
+        table = assistant.table([SPEEDUP, "Which baseline?"], papers=["Vegas", "ARM"])
+    assert all(c.status == "failed" and "not reachable" in c.note for line in table.cells for c in line)
+    assert any("could not fill" in n for n in table.notices)
+
+
+def test_a_reply_cut_short_keeps_what_it_has():
+    assert _parse('{"answer": "1.25×", "evidence": ["2"', [4, 5, 6]) == ([5], "1.25×")
+    assert _parse("not json at all", [0]) == ([], "")
+
+
+# -- writing the table out -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_table(shared_assistant) -> Table:
+    vegas, arm = resolve_papers(["Vegas", "ARM"], shared_assistant.papers)
+    sentences = shared_assistant.engine.sentences.get(vegas)
+    index = next(i for i, s in enumerate(sentences.clean) if "1.25×" in s)
+    quote = make_citation(1, vegas, sentences.raw, [index])
+    cells = [[Cell(0, 0, vegas, SPEEDUP, "1.25×–2.81× | vLLM", "stated", quote)],
+             [Cell(1, 0, arm, SPEEDUP, NOT_STATED, "not_stated")]]
+    return Table([SPEEDUP], [Row(vegas), Row(arm)], cells)
+
+
+def test_csv_has_an_answer_and_a_quote_column_per_question(small_table):
+    rows = list(csv.reader(io.StringIO(to_csv(small_table))))
+    assert rows[0] == ["paper_id", "title", "label", SPEEDUP, f"{SPEEDUP} (quote)"]
+    assert rows[1][1] == "Vegas" and "1.25" in rows[1][4] and rows[2][3] == NOT_STATED and rows[2][4] == ""
+
+
+def test_markdown_escapes_pipes_and_lists_the_quotes(small_table):
+    text = to_markdown(small_table)
+    assert "1.25×–2.81× \\| vLLM [1]" in text and "[1] Vegas (" in text
+    assert text.splitlines()[3].startswith("| ARM | not stated in the abstract")
+
+
+def test_the_table_as_json_keeps_the_verbatim_spans(small_table):
+    data = small_table.to_json()
+    span = data["cells"][0][0]["citation"]["spans"][0]
+    assert small_table.rows[0].paper.abstract[span["start"]:span["end"]] == span["text"]
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+
+def test_the_cli_writes_csv_and_prints_the_markdown_table(shared_index_dir, scripted_llm, tmp_path):
+    scripted_llm.responder = lambda messages: reply("not stated", 1)
+    out = tmp_path / "t.csv"
+    done = run_cli("table", "--papers", "Vegas,ARM", "-c", SPEEDUP, "--csv", str(out), index_dir=shared_index_dir,
+                   ASSISTANT_LLM_BASE_URL=scripted_llm.url, ASSISTANT_LLM_MODEL="scripted")
+    assert done.returncode == 0, done.stderr
+    assert "| Vegas | not stated in the abstract |" in done.stdout
+    assert "Filling the table" in done.stderr
+    assert [r[1] for r in csv.reader(io.StringIO(out.read_text()))] == ["title", "Vegas", "ARM"]
+
+
+def test_the_cli_asks_which_papers_when_none_are_given(shared_index_dir):
+    done = run_cli("table", "-c", SPEEDUP, index_dir=shared_index_dir)
+    assert done.returncode == 2 and "--topic" in done.stderr
+
+
+# -- the table evaluation ------------------------------------------------------------------------
+
+
+def test_the_table_set_has_a_gold_cell_for_every_gold_paper():
+    items = load_tables(TABLES_PATH)
+    assert len(items) >= 12 and sum(len(i["columns"]) for i in items) >= 12
+
+
+def test_a_table_set_line_missing_a_cell_is_rejected(tmp_path):
+    item = load_tables(TABLES_PATH)[0]
+    item["columns"][0]["cells"].pop()
+    path = tmp_path / "tables.jsonl"
+    path.write_text(json.dumps(item) + "\n")
+    with pytest.raises(ValueError, match="one cell per gold paper"):
+        load_tables(path)
+
+
+def test_cells_are_scored_on_facts_and_on_not_stated():
+    stated = {"status": "stated", "text": "1.25×–2.81× over vLLM"}
+    assert score_cell(stated, ["1.25x-2.81x"]) and not score_cell(stated, None)
+    assert score_cell({"status": "not_stated", "text": NOT_STATED}, None)
+    assert score_rows(["a", "b", "c"], ["a", "d"]) == {"recall": 0.5, "precision": 1 / 3}
+
+
+# -- the real model -------------------------------------------------------------------------------
+
+
+@pytest.mark.llm
+def test_the_local_model_fills_a_table_with_a_figure_and_a_not_stated(shared_index_dir):
+    with Assistant.from_settings(make_settings(shared_index_dir)) as assistant:
+        table = assistant.table([SPEEDUP], papers=["Vegas", "ARM"])
+    vegas, arm = table.cells[0][0], table.cells[1][0]
+    assert vegas.status == "stated" and "2.81" in vegas.text, vegas
+    assert vegas.citation.spans[0].text in vegas.paper.abstract
+    assert arm.status == "not_stated", arm
