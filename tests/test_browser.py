@@ -201,3 +201,45 @@ def test_retrieval_only_and_paper_browser(server: str, browser: Any) -> None:
         record("retrieval only", {"complete_s": round(elapsed, 2)})
     finally:
         context.close()
+
+
+def test_a_topic_group_becomes_a_table_that_fills_and_exports(server: str, browser: Any, tmp_path: Path) -> None:
+    context, page, external = open_page(browser, server)
+    try:
+        # Browse by topic group, then take the group that holds Vegas to the Compare tab.
+        page.get_by_role("tab", name="Browse papers").click()
+        page.click("#browse-group input")
+        page.locator("ul[role=listbox] li", has_text="attention").first.click()
+        page.wait_for_function("() => document.querySelector('#paper-list').innerText.includes('Vegas')", timeout=10_000)
+        page.click("#to-compare")
+        page.wait_for_selector("#table-papers :text('Vegas')", timeout=10_000)
+        # Keep two papers, so the real model fills two cells.
+        for _ in range(20):
+            others = [c for c in page.locator("#table-papers .token").all()
+                      if not c.inner_text().startswith(("Vegas", "ARM"))]
+            if not others:
+                break
+            others[0].locator(".token-remove").click()
+            page.wait_for_timeout(200)
+        page.wait_for_function("() => document.querySelectorAll('#table-papers .token').length === 2", timeout=10_000)
+        page.fill("#table-columns textarea", "What speedup does it report?")
+        started = time.monotonic()
+        page.click("#fill-table")
+        page.wait_for_selector("#table-status:has-text('questions in')", timeout=ANSWER_TIMEOUT_MS)
+        total = time.monotonic() - started
+        grid = page.inner_text("#table-grid")
+        assert "2.81" in grid and "not stated" in grid, grid
+        # A cell shows its abstract with the evidence marked.
+        page.locator("#table-grid [role=gridcell]", has_text="2.81").first.click()
+        page.wait_for_selector("#cell-view mark", timeout=10_000)
+        assert "1.25" in page.inner_text("#cell-view mark >> nth=0")
+        save(page, "compare.png")
+        with page.expect_download(timeout=10_000) as download:
+            page.click("#export-csv")
+        saved = tmp_path / "table.csv"
+        download.value.save_as(saved)
+        assert "Vegas" in saved.read_text(encoding="utf-8")
+        assert external == []
+        record("table 2x1", {"complete_s": round(total, 1)})
+    finally:
+        context.close()

@@ -620,3 +620,63 @@ def test_clicking_an_answer_after_an_error_turn_shows_that_answers_sources(contr
     run_turn(controller, VEGAS_QUESTION, session, retrieval_only=True)
     assert controller.select(session, gr.SelectData(None, {"index": 1, "value": ""})) == gr.skip()  # the error
     assert "Vegas" in controller.select(session, gr.SelectData(None, {"index": 3, "value": ""}))
+
+
+# -- the Compare papers tab ------------------------------------------------------------------------
+
+
+def test_column_questions_are_one_per_line():
+    from assistant.ui.compare import parse_columns
+
+    assert parse_columns("What speedup?\n\n  Compared with what? \n") == ["What speedup?", "Compared with what?"]
+
+
+def test_the_compare_tab_streams_the_table_then_offers_the_csv(shared_index_dir, scripted_llm):
+    import json as _json
+
+    from assistant.ui.compare import PENDING, CompareController
+
+    scripted_llm.responder = lambda messages: _json.dumps({"answer": "not stated", "evidence": ["1"]})
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
+    with Assistant.from_settings(settings) as assistant:
+        vegas, arm = paper_titled(assistant, "Vegas"), paper_titled(assistant, "ARM")
+        updates = list(CompareController(assistant).fill([vegas.id, arm.id], "What speedup?\nWhich baseline?"))
+    grids = [u[0] for u in updates]
+    assert (grids[0].values == PENDING).sum() == 3, "the first cell arrives while the others wait"
+    final_grid, status, table, export, _ = updates[-1]
+    assert list(final_grid.columns) == ["Paper", "What speedup?", "Which baseline?"]
+    assert table is not None and "2 papers × 2 questions" in status
+    assert Path(export["value"]).read_text(encoding="utf-8").startswith("paper_id,title,label")
+
+
+def test_the_compare_tab_says_to_pick_papers_first(shared_assistant):
+    from assistant.ui.compare import CompareController
+
+    (_, status, table, _, _), = list(CompareController(shared_assistant).fill([], "What speedup?"))
+    assert "Pick papers" in status and table is None
+
+
+def test_a_clicked_cell_shows_its_abstract_with_the_evidence_marked(shared_assistant):
+    from assistant.cite import make_citation
+    from assistant.types import Cell, Row, Table
+    from assistant.ui.compare import render_cell
+
+    vegas = paper_titled(shared_assistant, "Vegas")
+    sentences = shared_assistant.engine.sentences.get(vegas)
+    index = next(i for i, s in enumerate(sentences.clean) if "1.25×" in s)
+    cell = Cell(0, 0, vegas, "What speedup?", "<b>1.25×–2.81×</b>", "stated", make_citation(1, vegas, sentences.raw, [index]))
+    html = render_cell(Table(["What speedup?"], [Row(vegas)], [[cell]]), 0, 0)
+    assert html.count("<mark>") == 2  # the quote, and the same sentence in the whole abstract
+    assert "&lt;b&gt;" in html and "<b>" not in html
+    missing = Cell(0, 0, vegas, "What batch size?", "not stated in the abstract", "not_stated")
+    assert "Not stated in the abstract" in render_cell(Table(["What batch size?"], [Row(vegas)], [[missing]]), 0, 0)
+
+
+def test_a_topic_group_fills_the_papers_of_the_table(shared_assistant):
+    from assistant.ui.compare import CompareController
+
+    controller = CompareController(shared_assistant)
+    label = controller.group_choices()[0][1]
+    update, status = controller.from_group(label)
+    group = next(g for g in shared_assistant.topic_groups() if g.label == label)
+    assert update["value"] == [p.id for p in group.papers] and label in status
