@@ -1134,6 +1134,82 @@ def first_question_section(run: Run) -> None:
     fresh.close()
 
 
+TABLE_PAPERS = ["Vegas", "EchoAttention", "ISA", "ARM", "UPipe", "Skill-MoE"]
+TABLE_COLUMNS = ["What speedup does it report?", "Which baseline is it compared with?"]
+
+
+def timed_table(a: Assistant, papers: list[str], columns: list[str]) -> dict[str, Any]:
+    """Fill one table through `Assistant.table_events`: seconds to the first cell and to the whole table."""
+    mark = time.perf_counter()
+    first = None
+    table = None
+    for event in a.table_events(columns, papers=papers):
+        if first is None and type(event).__name__ == "Cell":
+            first = time.perf_counter() - mark
+        if type(event).__name__ == "Table":
+            table = event
+    assert table is not None
+    cells = [c for line in table.cells for c in line]
+    return {"first_cell_s": r(first, 3), "total_s": r(time.perf_counter() - mark, 3), "cells": len(cells),
+            "stated": sum(c.status == "stated" for c in cells), "failed": sum(c.status == "failed" for c in cells)}
+
+
+def table_section(run: Run) -> None:
+    """A 6-paper x 2-question table on the embedded model: read cold, then again (the papers' prompts cached)."""
+    if run.args.skip_llm:
+        return
+    assert run.a_real is not None
+    tb = run.rep.section("table", "Ask across papers: a 6-paper x 2-question table")
+    with run.meter.measure(tb):
+        mark = time.perf_counter()
+        rows = run.a_real.tables.topic_rows("KV cache and long-context LLM inference")
+        tb["topic_rows_s"] = r(time.perf_counter() - mark, 3)
+        tb["topic_rows"] = len(rows)
+        run.a_real.tables.warm_up()
+        tb["cold"] = timed_table(run.a_real, TABLE_PAPERS, TABLE_COLUMNS)
+        tb["again"] = timed_table(run.a_real, TABLE_PAPERS, TABLE_COLUMNS)
+    say(f"  rows by topic: {tb['topic_rows']} papers in {tb['topic_rows_s']} s (retrieval and topic evidence, no model)")
+    for key, label in (("cold", "papers read for the first time"), ("again", "the same papers again (prompt cache)")):
+        t = tb[key]
+        say(f"  {label}: first cell {t['first_cell_s']} s, whole table {t['total_s']} s "
+            f"({t['stated']} of {t['cells']} cells stated, {t['failed']} failed)")
+    print_contention(tb)
+
+
+def topics_section(run: Run) -> None:
+    """Grouping the collection into topics, from the stored vectors, at the real and the synthetic size
+    (and at 10,000 papers: jittered copies of the synthetic vectors when the synthetic index is smaller)."""
+    import numpy as np
+
+    from assistant.topics import cluster, group_papers, label_groups, paper_matrix
+
+    assert run.a_real is not None and run.a_syn is not None
+    tp = run.rep.section("topics", "Topics of the collection (k-means + class-based TF-IDF labels)")
+    for label, a in (("real", run.a_real), ("synthetic", run.a_syn)):
+        mark = time.perf_counter()
+        vectors = a.store.paper_vectors()
+        read_s = time.perf_counter() - mark
+        mark = time.perf_counter()
+        groups = group_papers(a.papers, vectors)
+        tp[label] = {"papers": len(a.papers), "groups": len(groups), "read_vectors_s": r(read_s, 3),
+                     "group_s": r(time.perf_counter() - mark, 3)}
+        say(f"  {len(a.papers)} papers: {len(groups)} topics in {tp[label]['group_s']} s "
+            f"(+ {read_s:.2f} s reading the stored vectors); largest: {groups[0].label!r}")
+    if len(run.a_syn.papers) < 10_000:
+        kept, matrix = paper_matrix(run.a_syn.papers, run.a_syn.store.paper_vectors())
+        rng = np.random.default_rng(run.args.seed)
+        reps = -(-10_000 // len(kept))
+        big = np.repeat(matrix, reps, axis=0)[:10_000] + rng.normal(0, 0.02, (10_000, matrix.shape[1])).astype(np.float32)
+        big /= np.linalg.norm(big, axis=1, keepdims=True)
+        texts = ([p.text for p in kept] * reps)[:10_000]
+        mark = time.perf_counter()
+        labels = cluster(big, run.args.seed)
+        label_groups(texts, labels)
+        tp["10000_jittered"] = {"papers": 10_000, "groups": len(set(labels.tolist())), "group_s": r(time.perf_counter() - mark, 3)}
+        say(f"  10,000 papers (jittered copies of the synthetic vectors): {tp['10000_jittered']['groups']} topics in "
+            f"{tp['10000_jittered']['group_s']} s")
+
+
 def memory_section(run: Run) -> None:
     mem = run.rep.section("memory", "Peak memory (VmHWM)")
     own = proc_mem()
@@ -1155,8 +1231,8 @@ def memory_section(run: Run) -> None:
 
 SECTIONS: list[Callable[[Run], None]] = [
     machine_section, synthetic_corpus_section, embedding_section, real_index_section, synthetic_index_section,
-    retrieval_section, chroma_server_section, llm_section, answer_latency_section, first_question_section,
-    memory_section,
+    topics_section, retrieval_section, chroma_server_section, llm_section, answer_latency_section, table_section,
+    first_question_section, memory_section,
 ]
 
 

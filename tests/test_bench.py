@@ -29,3 +29,4 @@ def test_a_small_benchmark_run_reports_index_stages_and_retrieval_parts(tmp_path
         names = ("retrieve", "query_embedding", "dense", "keyword", "fuse", "chroma_text_query")
         assert all(parts[name]["n"] == 5 for name in names)
     assert "ratio retrieve / chroma text query (p50) = " in done.stdout
+    assert report["topics"]["real"]["groups"] >= 2 and report["topics"]["10000_jittered"]["papers"] == 10_000
