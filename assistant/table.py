@@ -3,13 +3,14 @@
 Rows are papers: given by id or title, chosen by a topic (the same retrieval and topic evidence as
 a "which papers are about X" question), or every paper of a corpus file. Columns are the user's
 questions. Each cell is decided on one paper's own sentences, like a single-paper fact question:
-- before the model: a question that asks for a figure, a count, a dataset, a baseline or a name
-  is "not stated" when no sentence of the abstract can carry it (the decision stage's slot and
-  focus checks);
-- the model (grammar-constrained JSON) picks the sentence numbers that state the answer, or none,
-  and writes a short answer from them;
-- after the model: the chosen sentences must carry the asked slot, and the answer's figures must
-  be in them; the chosen sentences become the cell's verbatim, contiguous quote.
+- the model (grammar-constrained JSON) writes a short answer, or "not stated", and numbers the
+  sentences it comes from;
+- then the application decides: a decline is "not stated"; the quote is the model's sentences
+  when they hold the answer's figures and words, else the shown sentence that does (a small
+  model often numbers the wrong sentence), else the cell is "not stated"; the quote must carry
+  the asked slot (a figure for "how much"), and the sentence with the figure must speak of the
+  asked quantity (a speedup does not answer "how much memory does it save").
+The chosen sentences become the cell's verbatim, contiguous quote (`Citation.spans`).
 The prompt puts one paper's sentences before the question, so the columns of one paper share the
 model's cached prefix and each further column reads only its own question.
 """
