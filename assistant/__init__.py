@@ -13,13 +13,15 @@ if TYPE_CHECKING:
     from .api import Assistant
     from .config import Settings
     from .errors import AssistantError
-    from .types import Answer, Citation, Evidence, Paper, Passage
+    from .topics import TopicGroup
+    from .types import Answer, Cell, Citation, Evidence, Paper, Passage, Row, Table
 
 # Imported on first use, so that processes needing one small module (the model server runs
 # `python -m assistant.llm.child`) do not load llama-index and chromadb.
 _EXPORTS = {
     "Assistant": "api", "Settings": "config", "AssistantError": "errors",
     "Answer": "types", "Citation": "types", "Evidence": "types", "Paper": "types", "Passage": "types",
+    "Table": "types", "Row": "types", "Cell": "types", "TopicGroup": "topics",
 }
 __all__ = list(_EXPORTS)
 

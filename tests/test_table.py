@@ -87,13 +87,14 @@ def test_a_topic_no_paper_is_about_gives_an_empty_table_that_says_so(shared_assi
     assert shared_assistant.llm_loaded is None
 
 
-def test_every_paper_of_a_corpus_file_can_be_the_rows(shared_assistant):
-    source = shared_assistant.sources[0]
-    rows = list(shared_assistant.table_events([SPEEDUP], source=source))
-    papers = [e.paper for e in rows if isinstance(e, Row)]
-    assert papers and all(p.source == source for p in papers)
+def test_every_paper_of_a_corpus_file_can_be_the_rows(scripted):
+    assistant, llm = scripted
+    llm.responder = lambda messages: reply("not stated", 1)
+    source = assistant.sources[0]
+    table = assistant.table([SPEEDUP], source=source)
+    assert [r.paper for r in table.rows] == [p for p in assistant.papers if p.source == source]
     with pytest.raises(QuestionError, match="No corpus file"):
-        shared_assistant.table([SPEEDUP], source="nope.txt")
+        assistant.table([SPEEDUP], source="nope.txt")
 
 
 # -- deciding a cell (scripted model) --------------------------------------------------------

@@ -30,21 +30,29 @@ def paper_key(source: str, ordinal: int) -> str:
     return paper_id(source, ordinal)
 
 
+def read_jsonl(path: Path, required: set[str]) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-empty line of a JSON-lines set that has the required keys."""
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}, line {number}: invalid JSON ({exc.msg})") from exc
+        missing = required - set(record)
+        if missing:
+            raise ValueError(f"{path}, line {number}: missing keys {sorted(missing)}")
+        records.append((number, record))
+    return records
+
+
 def load_questions(path: Path | str = QUESTIONS_PATH) -> list[dict[str, Any]]:
     """Read and validate the evaluation set (one JSON object per line)."""
     path = Path(path)
     questions: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            q = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}, line {number}: invalid JSON ({exc.msg})") from exc
-        missing = {"id", "question", "type", "gold", "facts", "history"} - set(q)
-        if missing:
-            raise ValueError(f"{path}, line {number}: missing keys {sorted(missing)}")
+    for number, q in read_jsonl(path, {"id", "question", "type", "gold", "facts", "history"}):
         if q["type"] not in TYPES:
             raise ValueError(f"{path}, line {number}: unknown type {q['type']!r} (one of {', '.join(TYPES)})")
         if q["id"] in seen:

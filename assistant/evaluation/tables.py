@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import PROJECT_ROOT
-from .dataset import paper_key
+from .dataset import paper_key, read_jsonl
 from .metrics import fact_found, mean, percentile, quote_problems
 
 TABLES_PATH = PROJECT_ROOT / "eval" / "tables.jsonl"
@@ -29,16 +29,7 @@ def load_tables(path: Path | str = TABLES_PATH) -> list[dict[str, Any]]:
     """Read and validate the table set."""
     path = Path(path)
     items = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}, line {number}: invalid JSON ({exc.msg})") from exc
-        missing = {"id", "topic", "gold", "columns"} - set(item)
-        if missing:
-            raise ValueError(f"{path}, line {number}: missing keys {sorted(missing)}")
+    for number, item in read_jsonl(path, {"id", "topic", "gold", "columns"}):
         gold = {paper_key(g["source"], g["ordinal"]) for g in item["gold"]}
         for column in item["columns"]:
             cells = {paper_key(c["source"], c["ordinal"]) for c in column["cells"]}
