@@ -256,6 +256,9 @@ def cmd_table(args: argparse.Namespace) -> int:
     assert table is not None
     for notice in table.notices:
         print(f"note: {notice}", file=sys.stderr)
+    if not table.rows:
+        print("No table: try a broader topic, or pick papers from `assistant papers --topics`.", file=sys.stderr)
+        return 1
     if args.csv:
         _write(to_csv(table), args.csv)
     if args.markdown:

@@ -231,7 +231,7 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
                                 choices=compare.group_choices(), value=None, label="Start from a topic group",
                                 elem_id="table-group",
                             )
-                            table_topic = gr.Textbox(label="…or find papers on a topic", placeholder="e.g. KV cache",
+                            table_topic = gr.Textbox(label="…or find papers on a topic", placeholder="e.g. KV cache, then Enter",
                                                      elem_id="table-topic")
                         table_papers = gr.Dropdown(
                             choices=compare.paper_choices(), value=[], multiselect=True, label="Papers (rows)",
