@@ -18,6 +18,7 @@ model's cached prefix and each further column reads only its own question.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import re
@@ -43,9 +44,6 @@ SENTENCES_PER_COLUMN = 2  # a paper's best sentences for each column, beside tho
 MAX_CELL_SENTENCES = 5  # the most sentences of one paper the model reads for a row
 CELL_ANSWER_TOKENS = 64
 CELL_ANSWER_CHARS = 90
-# The best evidence sentence of a cell must come at least this close to its question for the
-# model's pick to stand (below it the abstract is about something else); chosen on the table set.
-CELL_MIN_EVIDENCE = -1.0
 _DECLINE = re.compile(r"^\W*(?:none|n/?a|not (?:stated|mentioned|given|specified|provided|available)|unknown|unclear|"
                       r"no (?:answer|information|mention))\b", re.IGNORECASE)
 
@@ -107,7 +105,7 @@ class TableBuilder:
         members, _ = decide.on_topic(topic, vector, candidates, self.sentences,
                                      self.settings.table_topic_threshold, self.settings.topic_margin)
         rows = []
-        for member in members[: self.settings.max_table_rows]:
+        for member in members:
             s = self.sentences.get(member.passage.paper)
             reason = make_citation(1, member.passage.paper, s.raw, [member.sentence.index], member.sentence.score)
             rows.append(Row(member.passage.paper, reason, member.score))
@@ -133,18 +131,22 @@ class TableBuilder:
             shown = self._shown(sentences, intents, scored, columns)
             for c, question in enumerate(columns):
                 mark = time.perf_counter()
-                cell = self._cell(r, c, row.paper, question, intents[c], sentences, scored[c], shown, failure)
-                if cell.status == "failed" and not failure and cell.note.startswith("unavailable:"):
-                    failure = cell.note
-                cell = Cell(**{**cell.__dict__, "note": cell.note.removeprefix("unavailable: "),
-                               "seconds": time.perf_counter() - mark})
+                if failure:
+                    cell = Cell(r, c, row.paper, question, "", "failed", None, failure)
+                else:
+                    try:
+                        cell = self._cell(r, c, row.paper, question, intents[c], sentences, scored[c], shown)
+                    except LLMUnavailableError as exc:
+                        failure = str(exc)
+                        cell = Cell(r, c, row.paper, question, "", "failed", None, failure)
+                cell = dataclasses.replace(cell, seconds=time.perf_counter() - mark)
                 line.append(cell)
                 if "first_cell" not in table.timings:
                     table.timings["first_cell"] = time.perf_counter() - started
                 yield cell
             table.cells.append(line)
         if failure:
-            table.notices.append(f"The language model could not fill some cells: {failure.removeprefix('unavailable: ')}")
+            table.notices.append(f"The language model could not fill some cells: {failure}")
         table.timings["total"] = time.perf_counter() - started
         yield table
 
@@ -163,16 +165,15 @@ class TableBuilder:
         return sorted(picks[:MAX_CELL_SENTENCES])
 
     def _cell(self, r: int, c: int, paper: Paper, question: str, intent: decide.Intent, sentences: decide.Sentences,
-              evidence: list[decide.ScoredSentence], shown: list[int], failure: str) -> Cell:
+              evidence: list[decide.ScoredSentence], shown: list[int]) -> Cell:
+        """One cell (an unreachable model raises `LLMUnavailableError`; other model errors fail the cell)."""
         def not_stated(note: str) -> Cell:
             return Cell(r, c, paper, question, NOT_STATED, "not_stated", None, note)
 
-        if failure:
-            return Cell(r, c, paper, question, "", "failed", None, failure)
         try:
             picked, text = self._ask(paper, question, sentences, shown)
-        except LLMUnavailableError as exc:
-            return Cell(r, c, paper, question, "", "failed", None, f"unavailable: {exc}")
+        except LLMUnavailableError:
+            raise
         except LLMError as exc:
             return Cell(r, c, paper, question, "", "failed", None, str(exc))
         if not text or _DECLINE.match(text) or decide.DECLINES.search(text):
@@ -182,9 +183,6 @@ class TableBuilder:
         picked = _locate(text, sentences, shown, picked)
         if not picked:
             return not_stated("No sentence of the abstract holds the model's answer.")
-        quote = " ".join(sentences.clean[i] for i in picked)
-        if max(evidence[i].score for i in picked) < CELL_MIN_EVIDENCE:
-            return not_stated("The sentences the model chose do not speak to the question.")
         # The sentence that carries the figure must be the one about the asked quantity.
         carriers = [sentences.clean[i] for i in picked if decide.has_slot(intent.slot, sentences.clean[i])]
         if not carriers or not any(_measures(intent, question, c) for c in carriers):
