@@ -18,16 +18,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .answer import AnswerEngine
 from .config import BUNDLED_CORPUS, Settings
 from .embed import embedding_identity, make_embedder
-from .errors import StoreDamagedError
+from .errors import QuestionError, StoreDamagedError
 from .index import IndexReport, build_index, corpus_fingerprint
 from .load import load_papers
 from .retrieve import HybridRetriever, load_bm25
-from .errors import QuestionError
 from .store import IndexInfo, Store, move_aside, recorded_corpus
 from .table import TableBuilder, check_columns, resolve_papers
 from .topics import TopicGroup, group_papers
@@ -36,6 +35,7 @@ from .types import Answer, Cell, Evidence, Paper, Passage, Row, Table
 log = logging.getLogger(__name__)
 
 Notify = Callable[[str], None]
+T = TypeVar("T")
 
 
 def resolve_corpus(settings: Settings, store: Store) -> list[Path]:
@@ -126,12 +126,7 @@ class Assistant:
         self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None
     ) -> Answer:
         """A short answer whose every claim cites its paper, or an honest refusal."""
-        final = None
-        for event in self.events(question, history=history, k=k, source=source):
-            if isinstance(event, Answer):
-                final = event
-        assert final is not None
-        return final
+        return _last(self.events(question, history=history, k=k, source=source), Answer)
 
     def stream(
         self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None
@@ -166,12 +161,7 @@ class Assistant:
     ) -> Table:
         """Ask every question of `columns` of each paper: a `Table` with one row per paper and one
         quoted cell (or "not stated in the abstract") per question. See `table_events`."""
-        final = None
-        for event in self.table_events(columns, papers=papers, topic=topic, source=source):
-            if isinstance(event, Table):
-                final = event
-        assert final is not None
-        return final
+        return _last(self.table_events(columns, papers=papers, topic=topic, source=source), Table)
 
     def table_events(
         self, columns: list[str], papers: list[str] | None = None, topic: str | None = None, source: str | None = None
@@ -270,6 +260,16 @@ class Assistant:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _last(events: Iterator[Any], kind: type[T]) -> T:
+    """The final value of an event stream (`ask` and `table` are their streams run to the end)."""
+    final = None
+    for event in events:
+        if isinstance(event, kind):
+            final = event
+    assert final is not None, f"the stream ended without a {kind.__name__}"
+    return final
 
 
 def _update_reason(info: IndexInfo | None, settings: Settings) -> str:
