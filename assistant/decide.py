@@ -704,7 +704,7 @@ def on_topic(
         top = best(score_sentences(bank.get(passage.paper), topic_vector, topic_stems), 1)
         if top:
             score = top[0].score + passage.score + TOPIC_KEYWORD_WEIGHT * passage.keyword_score / top_keyword
-            scored.append(TopicMember(passage, top[0], round(score, 4)))
+            scored.append(TopicMember(passage, top[0], score))
     scored.sort(key=lambda m: -m.score)
     if not scored:
         return [], []
