@@ -54,7 +54,7 @@ def paper_matrix(papers: Sequence[Paper], chunk_vectors: dict[str, list[list[flo
 def _sizes(n: int) -> list[int]:
     """Group counts to try: a few around sqrt(n/2), at least 2 and at most 40."""
     centre = math.sqrt(n / 2)
-    return sorted({min(40, max(2, round(centre * f))) for f in (0.8, 1.0, 1.3, 1.6)} - {n} or {min(n, 2)})
+    return sorted({min(40, max(2, round(centre * f))) for f in (0.8, 1.0, 1.3, 1.6)})
 
 
 def cluster(matrix: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -99,9 +99,10 @@ def label_groups(texts: Sequence[str], labels: np.ndarray, n_terms: int = LABEL_
     words_per_group = per_group.sum(axis=1).mean()
     idf = np.log1p(words_per_group / (per_group.sum(axis=0) + 1e-9))
     tf = per_group / (per_group.sum(axis=1, keepdims=True) + 1e-9)
-    # A term must be used by at least two papers of the group to speak for it.
+    # A term must be used by at least two papers of the group (by its one paper, in a group of one).
     documents = np.vstack([np.asarray((counts[labels == g] > 0).sum(axis=0)).ravel() for g in groups])
-    scores = tf * idf * (documents >= min(2, max(1, int((labels == groups[0]).sum()))))
+    sizes = np.array([[min(2, int((labels == g).sum()))] for g in groups])
+    scores = tf * idf * (documents >= sizes)
     out: dict[int, list[str]] = {}
     for row, group in enumerate(groups):
         chosen: list[str] = []
