@@ -227,25 +227,27 @@ def cmd_table(args: argparse.Namespace) -> int:
     """`assistant table`: ask the column questions of every chosen paper; print (or write) the table."""
     from tqdm import tqdm
 
-    from .table import to_csv, to_markdown
+    from .table import check_columns, to_csv, to_markdown
     from .types import Cell, Row, Table
 
     if not (args.topic or args.papers or args.source):
         print("error: say which papers: --topic TEXT, --papers ID[,ID…] or --source FILE", file=sys.stderr)
         return 2
-    assistant = _open(settings_from_args(args))
+    settings = settings_from_args(args)
+    columns = check_columns(args.column, settings.max_question_tokens)  # as the table asks them (blank ones dropped)
+    assistant = _open(settings)
     bar = None
     table = None
     rows: list[Any] = []
     try:
-        events = assistant.table_events(args.column, papers=_split(args.papers) or None, topic=args.topic,
+        events = assistant.table_events(columns, papers=_split(args.papers) or None, topic=args.topic,
                                         source=args.source)
         for event in events:
             if isinstance(event, Row):
                 rows.append(event)
             elif isinstance(event, Cell):
                 if bar is None:
-                    bar = tqdm(total=len(rows) * len(args.column), unit="cell", desc="Filling the table", file=sys.stderr)
+                    bar = tqdm(total=len(rows) * len(columns), unit="cell", desc="Filling the table", file=sys.stderr)
                 bar.update(1)
             elif isinstance(event, Table):
                 table = event

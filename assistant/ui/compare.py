@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AssistantError
-from ..table import to_csv
+from ..table import check_columns, to_csv
 from ..text import clean_markup
 from ..types import Cell, Row, Table
 from .controller import gr
@@ -106,7 +106,6 @@ class CompareController:
 
     def fill(self, paper_ids: list[str], columns_text: str) -> Iterator[tuple[Any, str, Table | None, Any, str]]:
         """Stream the table: (grid, status, table, export button, evidence panel) after each cell."""
-        columns = parse_columns(columns_text)
         no_export = gr.update(value=None, interactive=False)
         if not paper_ids:
             yield gr.update(), job_status("Pick papers first: from a topic group, a topic, or the list.", "error"), None, no_export, ""
@@ -114,6 +113,9 @@ class CompareController:
         rows: list[Row] = []
         cells: dict[tuple[int, int], Cell] = {}
         try:
+            # The columns as the table will ask them (a line that is only markup is dropped), so the
+            # grid's headers line up with the cells.
+            columns = check_columns(parse_columns(columns_text), self.assistant.settings.max_question_tokens)
             events = self.assistant.table_events(columns, papers=list(paper_ids))
             for event in events:
                 if isinstance(event, Row):
