@@ -95,6 +95,14 @@ class Settings(BaseSettings):
     llm_prompt_cache_mb: int = Field(
         512, ge=0, le=65536, description="RAM for the local server's prompt cache (states of earlier prompts); 0 = off."
     )
+    llm_kept_states_mb: int = Field(
+        2048, ge=0, le=1 << 20,
+        description="Disk for the local model's kept prompt states (a paper read once is not read again, "
+        "~12 MB a paper); 0 = keep none.",
+    )
+    llm_kept_states_dir: Path | None = Field(
+        None, description="Where kept prompt states live (default: <cache_dir>/prompt-states)."
+    )
     llm_timeout: float = Field(120.0, gt=0, description="Seconds before an LLM request is abandoned.")
     llm_start_timeout: float = Field(180.0, gt=0, description="Seconds to wait for the local server to load.")
     max_answer_tokens: int = Field(256, ge=16, le=4096, description="Upper bound on generated tokens.")

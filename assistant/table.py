@@ -41,7 +41,8 @@ from .types import NOT_STATED, Cell, Paper, Row, Table
 
 MAX_COLUMNS = 8
 SENTENCES_PER_COLUMN = 2  # a paper's best sentences for each column, beside those carrying the asked slot
-MAX_CELL_SENTENCES = 5  # the most sentences of one paper the model reads for a row
+MAX_CELL_SENTENCES = 5  # the most sentences of a long abstract the model reads for a row
+MAX_ROW_TOKENS = 600  # an abstract up to this long is read whole (all of the bundled ones are)
 CELL_ANSWER_TOKENS = 64
 CELL_ANSWER_CHARS = 90
 _DECLINE = re.compile(r"^\W*(?:none|n/?a|not (?:stated|mentioned|given|specified|provided|available)|unknown|unclear|"
@@ -129,6 +130,8 @@ class TableBuilder:
             sentences = self.sentences.get(row.paper)
             scored = [decide.score_sentences(sentences, vectors[c], set(decide.stems(q))) for c, q in enumerate(columns)]
             shown = self._shown(sentences, intents, scored, columns)
+            if not failure and len(shown) == len(sentences.clean):
+                failure = self._keep_row(row.paper, table)
             for c, question in enumerate(columns):
                 mark = time.perf_counter()
                 if failure:
@@ -150,12 +153,25 @@ class TableBuilder:
         table.timings["total"] = time.perf_counter() - started
         yield table
 
+    def _keep_row(self, paper: Paper, table: Table) -> str:
+        """Read the row's prompt (kept for later tables); the reason when the model is unreachable."""
+        try:
+            self.keep(paper)
+        except LLMUnavailableError as exc:
+            return str(exc)
+        except LLMError as exc:  # nothing is kept; the cells still ask the model themselves
+            table.notices.append(f"Could not keep the model's reading of {paper.title}: {exc}")
+        return ""
+
     def _shown(self, sentences: decide.Sentences, intents: list[decide.Intent],
                scored: list[list[decide.ScoredSentence]], columns: list[str]) -> list[int]:
-        """The sentences of one paper the model reads for every column of its row (in abstract order):
-        each column's best ones and those that carry its asked slot. One set per row, so the
-        columns share the model's cached prefix."""
-        if len(sentences.clean) <= MAX_CELL_SENTENCES:
+        """The sentences of one paper the model reads for every column of its row (in abstract order).
+
+        The whole abstract when it is of usual length: its prompt is then the same for every table,
+        so the model's state after reading it is kept on disk (`LLM.keep_prefix`) and a later
+        table over the paper reads only its questions. A long abstract gives each column's best
+        sentences and those that carry its asked slot instead."""
+        if count_tokens(" ".join(sentences.clean)) <= MAX_ROW_TOKENS:
             return list(range(len(sentences.clean)))
         picks: list[int] = []
         for intent, evidence, question in zip(intents, scored, columns):
@@ -191,29 +207,44 @@ class TableBuilder:
         citation = make_citation(1, paper, sentences.raw, picked, support)
         return Cell(r, c, paper, question, text, "stated", citation)
 
+    def _messages(self, paper: Paper, sentences: decide.Sentences, shown: list[int], question: str) -> list[dict[str, str]]:
+        """The cell's prompt: the instructions, then the paper's numbered sentences, then the question
+        (last, so that everything before it is shared by the row's columns and kept across tables)."""
+        numbered = "\n".join(f"({n}) {sentences.clean[i]}" for n, i in enumerate(shown, start=1))
+        return [
+            {"role": "system", "content": self.prompts.table_system.format()},
+            {"role": "user", "content": self.prompts.table_cell.format(title=paper.title, sentences=numbered, question=question)},
+        ]
+
     def _ask(self, paper: Paper, question: str, sentences: decide.Sentences, shown: list[int]) -> tuple[list[int], str]:
         """The model's pick of sentences (abstract indices) and its short answer."""
-        numbered = "\n".join(f"({n}) {sentences.clean[i]}" for n, i in enumerate(shown, start=1))
-        messages = [
-            {"role": "system", "content": self.prompts.table_system.format()},
-            {"role": "user", "content": self.prompts.table_cell.format(
-                title=paper.title, sentences=numbered, question=question)},
-        ]
-        ids = [str(n) for n in range(1, len(shown) + 1)]
         schema = {
             "type": "object",
+            # One-letter keys: the grammar makes the model write every character of the reply, and
+            # on a laptop CPU each token costs ~50 ms; the prompt says what "a" and "s" are.
             "properties": {
                 # A cell is a few words: bounded in the grammar, so generation stops there (characters).
-                "answer": {"type": "string", "maxLength": CELL_ANSWER_CHARS},
-                "evidence": {"type": "array", "items": {"type": "string", "enum": ids}, "minItems": 1, "maxItems": 2},
+                "a": {"type": "string", "maxLength": CELL_ANSWER_CHARS},
+                "s": {"type": "array", "items": {"type": "integer", "enum": list(range(1, len(shown) + 1))},
+                      "minItems": 1, "maxItems": 2},
             },
-            "required": ["answer", "evidence"],
+            "required": ["a", "s"],
             "additionalProperties": False,
         }
         llm = self.llm()
-        reply = llm.chat(messages, max_tokens=CELL_ANSWER_TOKENS,
+        reply = llm.chat(self._messages(paper, sentences, shown, question), max_tokens=CELL_ANSWER_TOKENS,
                          response_format=llm.json_format(schema))
         return _parse(reply, shown)
+
+    def keep(self, paper: Paper) -> dict[str, Any] | None:
+        """Have the model read `paper`'s row prompt (all but the question) and keep the state, so a
+        table over it reads only its questions from then on, in this process or a later one. None
+        when the paper's abstract is too long to be read whole, or the backend keeps nothing."""
+        self.sentences.warm([paper])
+        sentences = self.sentences.get(paper)
+        if count_tokens(" ".join(sentences.clean)) > MAX_ROW_TOKENS:
+            return None
+        return self.llm().keep_prefix(self._messages(paper, sentences, list(range(len(sentences.clean))), ""))
 
     def warm_up(self) -> None:
         """Have the model read the table instructions once (kept in its prompt cache)."""
@@ -259,18 +290,18 @@ def _parse(reply: str, shown: list[int]) -> tuple[list[int], str]:
     try:
         data = json.loads(reply)
     except json.JSONDecodeError:
-        answer = re.search(r'"answer"\s*:\s*"([^"]*)', reply)
-        evidence = reply.split('"evidence"', 1)[1] if '"evidence"' in reply else ""
-        data = {"evidence": re.findall(r'"(\d+)"', evidence), "answer": answer.group(1) if answer else ""}
+        answer = re.search(r'"a"\s*:\s*"([^"]*)', reply)
+        evidence = reply.split('"s"', 1)[1] if '"s"' in reply else ""
+        data = {"s": re.findall(r'\d+', evidence), "a": answer.group(1) if answer else ""}
     picked = []
-    for value in data.get("evidence") or []:
+    for value in data.get("s") or []:
         try:
             n = int(value)
         except (TypeError, ValueError):
             continue
         if 1 <= n <= len(shown) and shown[n - 1] not in picked:
             picked.append(shown[n - 1])
-    answer = " ".join(str(data.get("answer") or "").split()).strip()
+    answer = " ".join(str(data.get("a") or "").split()).strip()
     return sorted(picked), answer
 
 

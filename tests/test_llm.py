@@ -13,12 +13,15 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
+from llama_cpp import LlamaState
 
 from assistant.config import Settings
 from assistant.errors import LLMTimeoutError, LLMUnavailableError, ModelError
 from conftest import free_port
 
+from assistant.llm.child import KeptStates
 from assistant.llm import LLM, PACKAGED_GGUF_SHA256, PACKAGED_GGUF_SIZE, LocalServer, connect, ensure_gguf
 
 # Every test here starts or assembles the real packaged model.
@@ -154,3 +157,82 @@ def test_close_stops_server(local_llm: tuple[LLM, list[str]]) -> None:
         pass
     with pytest.raises(LLMUnavailableError, match="stopped"):
         llm.chat(TINY_PROMPT)
+
+
+# -- prompt states kept on disk ---------------------------------------------------------------------
+
+
+def state_of(tokens: list[int], size: int = 64) -> LlamaState:
+    """A state as the server's cache receives it: the whole token window, one row of logits."""
+    window = np.zeros(4096, dtype=np.intc)
+    window[: len(tokens)] = tokens
+    return LlamaState(input_ids=window, scores=np.ones((1, 8), dtype=np.single), n_tokens=len(tokens),
+                      llama_state=bytes(range(256)) * (size // 256 + 1), llama_state_size=size, seed=7)
+
+
+def kept_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.npz"))
+
+
+def test_a_kept_state_is_found_by_a_later_cache_for_a_prompt_that_starts_with_it(tmp_path: Path) -> None:
+    cache = KeptStates(1 << 20, tmp_path, 1 << 30)
+    cache.keep_next = True
+    cache[[1, 2, 3, 4]] = state_of([1, 2, 3, 4])
+    later = KeptStates(1 << 20, tmp_path, 1 << 30)  # a new server process: nothing in RAM
+    state = later[[1, 2, 3, 9, 9]]
+    assert state.n_tokens == 4 and state.input_ids[:4].tolist() == [1, 2, 3, 4] and state.seed == 7
+    assert state.llama_state == state_of([1, 2, 3, 4]).llama_state
+
+
+def test_only_states_asked_for_are_kept_on_disk(tmp_path: Path) -> None:
+    cache = KeptStates(1 << 20, tmp_path, 1 << 30)
+    cache[[5, 6, 7]] = state_of([5, 6, 7])  # an ordinary request: RAM only
+    assert kept_files(tmp_path) == []
+    with pytest.raises(KeyError):
+        KeptStates(1 << 20, tmp_path, 1 << 30)[[5, 6, 7]]
+
+
+def test_the_same_prompt_is_kept_once(tmp_path: Path) -> None:
+    cache = KeptStates(1 << 20, tmp_path, 1 << 30)
+    cache.keep_next = True
+    cache[[1, 2, 3, 4]] = state_of([1, 2, 3, 4])
+    cache[[1, 2, 3, 8]] = state_of([1, 2, 3, 8])  # the same prompt, another generated token
+    assert len(kept_files(tmp_path)) == 1 and cache.last_kept["new"] is False
+
+
+def test_kept_states_stay_within_their_disk_limit_dropping_the_least_recently_used(tmp_path: Path) -> None:
+    one = KeptStates(1 << 20, tmp_path, 1 << 30)
+    one.keep_next = True
+    one[[1, 1]] = state_of([1, 1], size=200_000)
+    size = kept_files(tmp_path)[0].stat().st_size
+    cache = KeptStates(1 << 20, tmp_path, int(size * 2.5))
+    cache.keep_next = True
+    cache[[2, 2]] = state_of([2, 2], size=200_000)
+    os.utime(kept_files(tmp_path)[0], (1, 1))  # make the files' order of use unambiguous
+    cache[[1, 1, 5]]  # noqa: B018 - reading [1, 1] marks it used
+    cache[[3, 3]] = state_of([3, 3], size=200_000)
+    left = KeptStates(1 << 20, tmp_path, 1 << 30)
+    assert sorted(left.kept) == [(1, 1), (3, 3)]
+
+
+def test_a_damaged_kept_state_is_forgotten_not_fatal(tmp_path: Path) -> None:
+    (tmp_path / "0123.npz").write_bytes(b"not a state")
+    cache = KeptStates(1 << 20, tmp_path, 1 << 30)
+    assert cache.kept == {} and kept_files(tmp_path) == []
+    with pytest.raises(KeyError):
+        cache[[1, 2]]
+
+
+def test_a_prefix_kept_by_one_server_is_not_read_again_by_the_next(tmp_path: Path) -> None:
+    settings = local_settings(llm_kept_states_dir=tmp_path)
+    prefix = [{"role": "system", "content": "You answer in one word."},
+              {"role": "user", "content": f"Note {uuid.uuid4().hex}: " + " ".join(f"fact{i}" for i in range(120))}]
+    with connect(settings) as first:
+        kept = first.keep_prefix(prefix)
+    assert kept is not None and kept["new"] is True and len(list(tmp_path.rglob("*.npz"))) == 1
+    with connect(settings) as second:
+        hits = server_log(second).count("cache hit")
+        reply = second.chat([prefix[0], {"role": "user", "content": prefix[1]["content"] + " Say yes."}], max_tokens=2)
+        assert reply and server_log(second).count("cache hit") == hits + 1  # the state came from disk
+        again = second.keep_prefix(prefix)
+        assert again is not None and again["new"] is False

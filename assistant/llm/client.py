@@ -140,6 +140,30 @@ class LLM:
         # server at its next token, while a non-streaming one would run to max_tokens.
         return "".join(self.stream_chat(messages, max_tokens, **options))
 
+    def keep_prefix(self, messages: list[dict]) -> dict[str, Any] | None:
+        """Have the embedded model read `messages` once and keep its state on disk, so that any later
+        request starting with them (in this or a later process) skips reading them again.
+
+        Returns `{"tokens", "new", "seconds"}`, or None where nothing is kept: another backend (OpenAI,
+        vLLM and llama.cpp's own server reuse shared prefixes by themselves) or a server started
+        with no disk for kept states."""
+        import openai
+
+        if self._server is None:
+            return None
+        self._revive()
+        try:
+            reply = self._client.post(
+                "/assistant/keep", cast_to=object, body={"model": self.model, "messages": messages}
+            )
+        except openai.APIStatusError as exc:
+            if exc.status_code == 409:
+                return None
+            raise self._translate(exc) from exc
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        return reply if isinstance(reply, dict) else None
+
     def _timeout_message(self) -> str:
         return (
             f"The LLM at {self._where} did not answer within {self.timeout:g} s. "

@@ -112,6 +112,27 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def kept_states_dir(settings: Settings, model_path: Path) -> Path:
+    """Where the local server keeps prompt states: one folder per model file and llama.cpp version
+    (a state is only valid for the model and the library that wrote it)."""
+    try:
+        size = Path(model_path).stat().st_size
+    except OSError:
+        size = 0
+    version = _llama_cpp_version()
+    root = settings.llm_kept_states_dir or Path(settings.cache_dir) / "prompt-states"
+    return Path(root).expanduser() / f"{Path(model_path).stem}-{size}-llama_cpp-{version}"
+
+
+def _llama_cpp_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("llama_cpp_python")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 class LocalServer:
     """A private `llama_cpp.server` subprocess (via `assistant.llm.child`) on a free loopback port.
 
@@ -127,6 +148,8 @@ class LocalServer:
         self.threads = settings.llm_threads
         self.context = settings.llm_context
         self.prompt_cache_mb = settings.llm_prompt_cache_mb
+        self.kept_states_mb = settings.llm_kept_states_mb if settings.llm_prompt_cache_mb else 0
+        self.kept_dir = kept_states_dir(settings, self.model_path)
         self.start_timeout = settings.llm_start_timeout
         self.log_path = Path(settings.cache_dir).expanduser() / "llama-server.log"
         self.host = "127.0.0.1"
@@ -159,6 +182,8 @@ class LocalServer:
         return [
             # llama_cpp.server, with a prompt cache whose memory its size limit bounds (see there).
             sys.executable, "-m", "assistant.llm.child",
+            # States of prompt prefixes kept on disk for later processes (see there).
+            *(["--keep_dir", str(self.kept_dir), "--keep_mb", str(self.kept_states_mb)] if self.kept_states_mb else []),
             "--model", str(self.model_path),
             "--model_alias", self.alias,
             "--host", self.host,
