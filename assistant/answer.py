@@ -30,7 +30,7 @@ from .errors import LLMError, QuestionError
 from .prompts import REFUSAL_SENTINEL, load_prompts
 from .retrieve import HybridRetriever
 from .text import has_cjk
-from .types import Answer, Citation, Evidence, Passage
+from .types import Answer, Citation, Evidence, Paper, Passage
 
 _HAN = re.compile(r"[\u3400-\u9fff]")
 _KANA_HANGUL = re.compile(r"[\u3040-\u30ff\uac00-\ud7af]")
@@ -113,28 +113,67 @@ class AnswerEngine:
     def _context(
         self, sources: list[Source], evidence: dict[int, list[ScoredSentence]], intent: Intent, question: str
     ) -> list[tuple[Source, list[int]]]:
-        """The sentences each source contributes to the prompt (in abstract order): its best
-        ones, and those that say what the question asks for."""
+        """The sentences each source contributes to the prompt (in abstract order).
+
+        With `whole_first_paper`, the first source gives its whole abstract: that part of the prompt
+        is the same for every question about the paper, so the model's state after it is kept
+        (`_keep_lead`) and a later question reads only the rest; each further source gives its best
+        sentence(s), enough to name it when it is the paper asked about. Otherwise (and for a
+        comparison's sources) each gives its best sentences and those that say what is asked."""
         chosen = []
-        for source in sources:
-            picks = [e.index for e in decide.best(evidence[source.number], self.settings.sentences_per_paper)]
-            if intent.focus:
+        for n, source in enumerate(sources):
+            count = len(self.sentences.get(source.paper).clean)
+            if self.settings.whole_first_paper and n == 0:
+                chosen.append((source, list(range(count))))
+                continue
+            few = self.settings.whole_first_paper and intent.kind != "comparison"
+            per_paper = self.settings.other_paper_sentences if few else self.settings.sentences_per_paper
+            picks = [e.index for e in decide.best(evidence[source.number], per_paper)]
+            if intent.focus and not few:
                 extra = decide.focus_sentences(intent, self.sentences.get(source.paper), question)
                 ranked = sorted(extra, key=lambda i: -evidence[source.number][i].score)
                 picks += [i for i in ranked if i not in picks][:1]
             chosen.append((source, sorted(picks)))
         return chosen
 
+    def _keep_lead(self, messages: list[dict[str, str]], context: list[tuple[Source, list[int]]], strict: bool = False) -> None:
+        """Have the model keep its state after the instructions and the first paper's whole abstract
+        (read once, then loaded from disk for every later question about the paper). The answer's
+        own request then reads only the rest of the prompt."""
+        if not (self.settings.whole_first_paper and context):
+            return
+        user = messages[-1]["content"]
+        lead = self._block(*context[0])
+        end = user.find(lead)
+        if end < 0:  # the first block was cut to fit the model's window: nothing stable to keep
+            return
+        try:
+            self.llm.keep_prefix([*messages[:-1], {"role": "user", "content": user[: end + len(lead)]}])
+        except LLMError:
+            if strict:
+                raise
+            # Not kept: the answer's own request reads the whole prompt, and reports a real failure.
+
+    def keep_paper(self, paper: Paper) -> None:
+        """Have the model read the instructions and `paper`'s whole abstract, as a question about the
+        paper opens its prompt, and keep that state (see `_keep_lead`)."""
+        if not self.settings.whole_first_paper or self.settings.answer_format == "quote_first":
+            return
+        self.sentences.warm([paper])
+        source = self._source(1, Passage(paper=paper, text="", score=1.0))
+        context = [(source, list(range(len(source.clean_sentences))))]
+        self._keep_lead(self._messages("", context), context, strict=True)
+
+    @staticmethod
+    def _block(source: Source, indices: list[int]) -> str:
+        return f"[{source.number}] {source.paper.title}: " + " ".join(source.clean_sentences[i] for i in indices)
+
     def _messages(self, question: str, context: list[tuple[Source, list[int]]]) -> list[dict[str, str]]:
         system = self.prompts.system.format(refusal=REFUSAL_SENTINEL)
         budget = self.llm.context_window - self.settings.max_answer_tokens - _PROMPT_MARGIN
         context = [(source, list(indices)) for source, indices in context]
         while True:
-            blocks = [
-                f"[{source.number}] {source.paper.title}: " + " ".join(source.clean_sentences[i] for i in indices)
-                for source, indices in context
-                if indices
-            ]
+            blocks = [self._block(source, indices) for source, indices in context if indices]
             user = self.prompts.answer.format(sources="\n\n".join(blocks), question=question)
             if count_tokens(system) + count_tokens(user) <= budget or not any(i for _, i in context):
                 break
@@ -297,6 +336,9 @@ class AnswerEngine:
             else:
                 messages, options = self._messages(prompt_question, context), {}
             answer.prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
+            if self.settings.answer_format != "quote_first":
+                self._keep_lead(messages, context)
+                timings["keep"] = time.perf_counter() - mark
             deltas = self.llm.stream_chat(messages, max_tokens=self.settings.max_answer_tokens, **options)
             if self.settings.answer_format == "quote_first":
                 reply: list[str] = []
@@ -348,6 +390,11 @@ class AnswerEngine:
         elif named:  # the papers the question names come first
             context = list(dict.fromkeys([*named[: 2 if intent.kind == "comparison" else 1], *context]))
             context = context[: max(len(named[:2]), self.settings.context_papers)]
+        if self.settings.whole_first_paper and intent.kind != "comparison" and len(context) > 1:
+            # A first paper far ahead of the others is the one asked about: the others' sentences
+            # would only be read (time) and, now and then, cited instead of it.
+            if context[0].score - max(p.score for p in context[1:]) >= self.settings.lone_paper_margin:
+                context = context[:1]
         self.sentences.warm([p.paper for p in context])
         sources = [self._source(n, p) for n, p in enumerate(context, start=1)]
         evidence = self._evidence(sources, query, query_vector)

@@ -30,6 +30,7 @@ EXAMPLES = """examples:
   assistant chat                       interactive chat in the terminal
   assistant table --topic "KV cache" -c "What speedup?" -c "Compared with what?"
                                        one question per column, one paper per row, a quote per cell
+  assistant warm                       the model reads every paper once: later questions and tables start at once
   assistant serve                      the chat UI on http://127.0.0.1:7860
   assistant eval --retrieval-only --check   the grounding eval against its baseline
 environment: every setting is also an ASSISTANT_* variable, e.g. ASSISTANT_CHROMA_HOST,
@@ -276,6 +277,35 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 3 if failed else 0
 
 
+def cmd_warm(args: argparse.Namespace) -> int:
+    """`assistant warm`: have the model read each paper once and keep that reading on disk."""
+    from tqdm import tqdm
+
+    settings = settings_from_args(args)
+    assistant = _open(settings)
+    started = time.perf_counter()
+    count = 0
+    try:
+        papers = assistant.keep_papers(papers=_split(args.papers) or None, source=args.source)
+        total = len(_split(args.papers)) or sum(1 for p in assistant.papers if not args.source or p.source == args.source)
+        with tqdm(total=total, unit="paper", desc="Reading the papers", file=sys.stderr) as bar:
+            for _ in papers:
+                count += 1
+                bar.update(1)
+        server = getattr(assistant.llm_loaded, "server", None)
+    finally:
+        assistant.close()
+    if server is None or not settings.llm_kept_states_mb:
+        print("Nothing is kept with this LLM backend (only the embedded model keeps its readings).", file=sys.stderr)
+        return 0
+    folder = server.kept_dir
+    size = sum(f.stat().st_size for f in folder.glob("*.npz")) / (1 << 20)
+    print(f"Read {count} papers in {time.perf_counter() - started:.0f} s. Questions and tables about them now read "
+          f"only their own words. Kept states: {size:.0f} MB in {folder} (limit {settings.llm_kept_states_mb} MB, "
+          "ASSISTANT_LLM_KEPT_STATES_MB).", file=sys.stderr)
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from .ui import serve
 
@@ -464,6 +494,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", metavar="FILE", help="write the table as Markdown, with the quotes under it")
     p.add_argument("--json", action="store_true", help="print the whole Table as JSON")
     p.set_defaults(run=cmd_table)
+
+    p = sub.add_parser(
+        "warm", parents=[common], help="have the model read every paper once, so questions and tables start at once",
+        description="The embedded model reads each paper's abstract (as a question about it and as a table row of it "
+        "begin) and keeps its state on disk (~25 MB a paper, within ASSISTANT_LLM_KEPT_STATES_MB). Later questions and "
+        "tables about these papers, in any later session, read only their own words. Papers are also kept the first "
+        "time they are asked about; this does it ahead, about 5 s a paper on a laptop CPU.",
+    )
+    papers_or_file = p.add_mutually_exclusive_group()
+    papers_or_file.add_argument("--papers", help="comma-separated paper ids or titles (default: every paper)")
+    papers_or_file.add_argument("--source", help="every paper of this corpus file")
+    p.set_defaults(run=cmd_warm)
 
     p = sub.add_parser(
         "serve", parents=[common], help="start the chat UI in the browser",

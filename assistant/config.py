@@ -110,7 +110,24 @@ class Settings(BaseSettings):
 
     # Answering
     context_papers: int = Field(3, ge=1, le=20, description="Papers placed in the prompt.")
-    sentences_per_paper: int = Field(3, ge=1, le=20, description="Best sentences of each paper in the prompt.")
+    sentences_per_paper: int = Field(
+        3, ge=1, le=20, description="Best sentences of each paper in the prompt (of the papers after the first, "
+        "with whole_first_paper; of a comparison's papers, always)."
+    )
+    whole_first_paper: bool = Field(
+        True,
+        description="The prompt opens with the first paper's whole abstract: the model's state after reading it is "
+        "kept on disk, so a question about a paper read before reads only the rest of the prompt.",
+    )
+    lone_paper_margin: float = Field(
+        0.1, ge=0.0,
+        description="With whole_first_paper: when the first paper's retrieval score leads every other's by this much, "
+        "it is the only paper in the prompt (on the eval set, every question whose first paper was not a gold "
+        "paper had a lead under 0.05; 87% of the answerable ones lead by more than 0.1).",
+    )
+    other_paper_sentences: int = Field(
+        1, ge=0, le=20, description="With whole_first_paper: best sentences of each further paper (not in comparisons)."
+    )
     max_question_tokens: int = Field(400, ge=16, le=8192, description="Longer questions are truncated.")
     support_threshold: float = Field(0.55, description="Similarity above which a source sentence supports a claim.")
     extractive_threshold: float = Field(

@@ -116,6 +116,18 @@ def test_a_chinese_question_is_answered_in_chinese_with_a_citation(local):
 
 
 @pytest.mark.llm
+def test_a_paper_read_ahead_is_kept_for_its_questions_and_its_table_rows(local):
+    kept = local.llm.server.kept_dir
+    before = set(kept.glob("*.npz"))
+    assert [p.title for p in local.keep_papers(["ARM"])] == ["ARM"]
+    assert len(set(kept.glob("*.npz")) - before) == 2  # as a question's prompt and as a table row's begin
+    answer = local.ask("How does ARM decide what to keep in the KV cache?")
+    assert answer.passages[0].paper.title == "ARM" and not answer.refused
+    # The question's prompt opened exactly as the kept one: nothing new was kept for it.
+    assert len(set(kept.glob("*.npz")) - before) == 2
+
+
+@pytest.mark.llm
 def test_the_local_server_is_gone_after_the_assistant_is_closed(shared_index_dir):
     assistant = Assistant.from_settings(make_settings(shared_index_dir))
     server = assistant.llm.server
@@ -139,8 +151,9 @@ def test_instructions_inside_an_abstract_do_not_change_the_citation_rules(tmp_pa
         "\n".join(json.dumps({"title": t, "abstract": a}) for t, a in [("Injected", injected), ("Vegas", vegas.abstract)]),
         encoding="utf-8",
     )
-    settings = make_settings(
-        tmp_path / "store", corpus=[corpus], llm_base_url=scripted_llm.url, llm_model="scripted", min_relevance=0.0
+    settings = make_settings(  # both papers in the prompt, however far ahead the first one is
+        tmp_path / "store", corpus=[corpus], llm_base_url=scripted_llm.url, llm_model="scripted", min_relevance=0.0,
+        lone_paper_margin=10.0,
     )
     # The model obeys the abstract: it credits paper [1] with Vegas's result and with nonsense.
     scripted_llm.queue("Decoding throughput improves by 1.25×–2.81× over default vLLM [1]. The sky is green [1].")
@@ -181,6 +194,37 @@ def test_a_fact_question_naming_a_paper_reads_only_that_papers_sentences(shared_
     assert "[1] Vegas:" in user and "[2]" not in user
 
 
+def test_the_prompt_opens_with_the_first_papers_whole_abstract_and_one_sentence_of_each_other(shared_index_dir, scripted_llm):
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted",
+                             lone_paper_margin=10.0)  # never the first paper alone
+    scripted_llm.queue("Vegas [1].")
+    with Assistant.from_settings(settings) as assistant:
+        answer = assistant.ask("Which paper drafts tokens for speculative decoding from its own sparse KV cache?")
+        first, others = answer.passages[0].paper, [p.paper for p in answer.passages[1:3]]
+        sentences = {p.id: assistant.engine.sentences.get(p).clean for p in [first, *others]}
+    user = scripted_llm.messages(0)[-1]["content"]
+    blocks = user.split("\n\n")
+    assert blocks[0] == f"Sources:\n[1] {first.title}: " + " ".join(sentences[first.id])
+    for number, paper in enumerate(others, start=2):
+        block = next(b for b in blocks if b.startswith(f"[{number}] {paper.title}: "))
+        assert sum(s in block for s in sentences[paper.id]) == 1
+
+
+def test_a_first_paper_far_ahead_of_the_others_is_the_only_one_in_the_prompt(shared_index_dir, scripted_llm):
+    question = "Which paper drafts tokens for speculative decoding from its own sparse KV cache?"
+    prompts = []
+    for margin in (0.0, 10.0):  # every lead is enough / no lead is
+        settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted",
+                                 lone_paper_margin=margin)
+        scripted_llm.queue("Vegas [1].")
+        with Assistant.from_settings(settings) as assistant:
+            assistant.ask(question)
+        prompts.append(scripted_llm.messages(-1)[-1]["content"])
+    alone, with_others = prompts
+    assert "[1] Vegas: " in alone and "[2]" not in alone
+    assert "[1] Vegas: " in with_others and "[2]" in with_others
+
+
 def test_the_papers_being_read_come_first_then_the_draft_then_the_answer(shared_index_dir, scripted_llm):
     settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
     scripted_llm.queue("Vegas improves decoding throughput by 1.25×–2.81× over default vLLM [1].")
@@ -216,3 +260,16 @@ def test_names_the_abstract_spells_out_are_not_unknown():
     text = ["We benchmark large language models with Synchronized Successive Rejects on 15 benchmarks."]
     assert unknown_specifics("Which LLM wins on 15 benchmarks?", text) == []
     assert unknown_specifics("How does it compare with SGLang on 16 benchmarks?", text) == ["SGLang", "16"]
+
+
+def test_warm_with_another_backend_says_nothing_is_kept_and_asks_it_nothing(shared_index_dir, scripted_llm):
+    done = run_cli("warm", "--papers", "Vegas,ARM", index_dir=shared_index_dir,
+                   ASSISTANT_LLM_BASE_URL=scripted_llm.url, ASSISTANT_LLM_MODEL="scripted")
+    assert done.returncode == 0, done.stderr
+    assert "Nothing is kept with this LLM backend" in done.stderr
+    assert scripted_llm.requests == []
+
+
+def test_warm_names_an_unknown_paper(shared_index_dir):
+    done = run_cli("warm", "--papers", "No Such Paper", index_dir=shared_index_dir)
+    assert done.returncode != 0 and "No paper is called 'No Such Paper'" in done.stderr
