@@ -225,8 +225,8 @@ class TableBuilder:
             "properties": {
                 # A cell is a few words: bounded in the grammar, so generation stops there (characters).
                 "a": {"type": "string", "maxLength": CELL_ANSWER_CHARS},
-                "s": {"type": "array", "items": {"type": "integer", "enum": list(range(1, len(shown) + 1))},
-                      "minItems": 1, "maxItems": 2},
+                # One sentence: when the answer's words are in another, `_locate` moves the quote there.
+                "s": {"type": "integer", "enum": list(range(1, len(shown) + 1))},
             },
             "required": ["a", "s"],
             "additionalProperties": False,
@@ -294,7 +294,8 @@ def _parse(reply: str, shown: list[int]) -> tuple[list[int], str]:
         evidence = reply.split('"s"', 1)[1] if '"s"' in reply else ""
         data = {"s": re.findall(r'\d+', evidence), "a": answer.group(1) if answer else ""}
     picked = []
-    for value in data.get("s") or []:
+    numbers = data.get("s")
+    for value in numbers if isinstance(numbers, list) else [numbers]:
         try:
             n = int(value)
         except (TypeError, ValueError):

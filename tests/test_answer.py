@@ -116,15 +116,15 @@ def test_a_chinese_question_is_answered_in_chinese_with_a_citation(local):
 
 
 @pytest.mark.llm
-def test_a_paper_read_ahead_is_kept_for_its_questions_and_its_table_rows(local):
-    kept = local.llm.server.kept_dir
-    before = set(kept.glob("*.npz"))
-    assert [p.title for p in local.keep_papers(["ARM"])] == ["ARM"]
-    assert len(set(kept.glob("*.npz")) - before) == 2  # as a question's prompt and as a table row's begin
-    answer = local.ask("How does ARM decide what to keep in the KV cache?")
+def test_a_paper_read_ahead_is_kept_for_its_questions_and_its_table_rows(shared_index_dir, tmp_path):
+    with Assistant.from_settings(make_settings(shared_index_dir, llm_kept_states_dir=tmp_path)) as assistant:
+        assert [p.title for p in assistant.keep_papers(["ARM"])] == ["ARM"]
+        kept = set(tmp_path.rglob("*.npz"))
+        assert len(kept) == 2  # as a question's prompt and as a table row's begin
+        answer = assistant.ask("How does ARM decide what to keep in the KV cache?")
     assert answer.passages[0].paper.title == "ARM" and not answer.refused
     # The question's prompt opened exactly as the kept one: nothing new was kept for it.
-    assert len(set(kept.glob("*.npz")) - before) == 2
+    assert set(tmp_path.rglob("*.npz")) == kept
 
 
 @pytest.mark.llm
