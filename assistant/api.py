@@ -173,16 +173,12 @@ class Assistant:
         columns = check_columns(columns, self.settings.max_question_tokens)
         started = time.perf_counter()
         notices: list[str] = []
-        if papers:
-            rows = [Row(p) for p in resolve_papers(papers, self.papers)]
-        elif topic:
+        if topic and not papers:
             rows = self.tables.topic_rows(topic, source=source)
             if not rows:
                 notices.append(f"No paper in the collection is about {topic}.")
-        elif source:
-            if source not in self.sources:
-                raise QuestionError(f"No corpus file is called {source!r}; the files are: {', '.join(self.sources)}.")
-            rows = [Row(p) for p in self.papers if p.source == source]
+        elif papers or source:
+            rows = [Row(p) for p in self._papers_of(papers, source)]
         else:
             raise QuestionError("Say which papers the table is about: papers, a topic or a corpus file.")
         if len(rows) > self.settings.max_table_rows:
@@ -228,25 +224,25 @@ class Assistant:
         return self._warming
 
     def keep_papers(self, papers: list[str] | None = None, source: str | None = None) -> Iterator[Paper]:
-        """Have the model read each paper once, as a question about it and as a table row of it
-        begin, and keep those states on disk: later questions and tables about the papers, in this
-        process or a later one, read only their own words. Yields each paper when it is kept.
+        """Have the model read each paper once, as it opens a question about the paper and a table
+        row of it, and keep those states on disk: later questions and tables about the papers, in
+        this process or a later one, read only their own words. Yields each paper when it is kept.
 
         All papers, or `papers` (ids, titles or labels), or those of the corpus file `source`.
         Papers read before cost a fraction of a second each. Needs the embedded model; with another
         backend nothing is kept (those servers reuse shared prompt prefixes by themselves)."""
-        if papers:
-            chosen = resolve_papers(papers, self.papers)
-        elif source:
-            if source not in self.sources:
-                raise QuestionError(f"No corpus file is called {source!r}; the files are: {', '.join(self.sources)}.")
-            chosen = [p for p in self.papers if p.source == source]
-        else:
-            chosen = list(self.papers)
-        for paper in chosen:
+        for paper in self._papers_of(papers, source) if papers or source else list(self.papers):
             self.engine.keep_paper(paper)
             self.tables.keep(paper)
             yield paper
+
+    def _papers_of(self, papers: list[str] | None, source: str | None) -> list[Paper]:
+        """`papers` (ids, titles or labels, in that order), else every paper of the corpus file `source`."""
+        if papers:
+            return resolve_papers(papers, self.papers)
+        if source not in self.sources:
+            raise QuestionError(f"No corpus file is called {source!r}; the files are: {', '.join(self.sources)}.")
+        return [p for p in self.papers if p.source == source]
 
     @property
     def model_state(self) -> str:

@@ -277,6 +277,12 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 3 if failed else 0
 
 
+def add_paper_choice(group: Any, default: str = "") -> None:
+    """The --papers / --source options of the commands that work on chosen papers."""
+    group.add_argument("--papers", help=f"comma-separated paper ids or titles (see `assistant papers`){default}")
+    group.add_argument("--source", help="every paper of this corpus file")
+
+
 def cmd_warm(args: argparse.Namespace) -> int:
     """`assistant warm`: have the model read each paper once and keep that reading on disk."""
     from tqdm import tqdm
@@ -488,8 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a column question, asked of every paper (repeat for more columns)")
     rows = p.add_mutually_exclusive_group()
     rows.add_argument("--topic", help="the papers on this topic (found like a 'which papers are about …' question)")
-    rows.add_argument("--papers", help="comma-separated paper ids or titles (see `assistant papers`)")
-    rows.add_argument("--source", help="every paper of this corpus file")
+    add_paper_choice(rows)
     p.add_argument("--csv", metavar="FILE", help="write the table as CSV (answer and quote columns per question)")
     p.add_argument("--markdown", metavar="FILE", help="write the table as Markdown, with the quotes under it")
     p.add_argument("--json", action="store_true", help="print the whole Table as JSON")
@@ -497,14 +502,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "warm", parents=[common], help="have the model read every paper once, so questions and tables start at once",
-        description="The embedded model reads each paper's abstract (as a question about it and as a table row of it "
-        "begin) and keeps its state on disk (~25 MB a paper, within ASSISTANT_LLM_KEPT_STATES_MB). Later questions and "
-        "tables about these papers, in any later session, read only their own words. Papers are also kept the first "
-        "time they are asked about; this does it ahead, about 5 s a paper on a laptop CPU.",
+        description="The embedded model reads each paper's abstract (as it opens a question about the paper and a "
+        "table row of it) and keeps its state on disk (~25 MB a paper, within ASSISTANT_LLM_KEPT_STATES_MB). Later "
+        "questions and tables about these papers, in any later session, read only their own words. Papers are also "
+        "kept the first time they are asked about; this does it ahead, about 5 s a paper on a laptop CPU.",
     )
-    papers_or_file = p.add_mutually_exclusive_group()
-    papers_or_file.add_argument("--papers", help="comma-separated paper ids or titles (default: every paper)")
-    papers_or_file.add_argument("--source", help="every paper of this corpus file")
+    add_paper_choice(p.add_mutually_exclusive_group(), default=" (default: every paper)")
     p.set_defaults(run=cmd_warm)
 
     p = sub.add_parser(
