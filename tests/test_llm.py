@@ -22,6 +22,7 @@ from assistant.errors import LLMTimeoutError, LLMUnavailableError, ModelError
 from conftest import free_port
 
 from assistant.llm.child import KeptStates
+from assistant.llm.server import drop_outdated_states
 from assistant.llm import LLM, PACKAGED_GGUF_SHA256, PACKAGED_GGUF_SIZE, LocalServer, connect, ensure_gguf
 
 # Every test here starts or assembles the real packaged model.
@@ -236,3 +237,13 @@ def test_a_prefix_kept_by_one_server_is_not_read_again_by_the_next(tmp_path: Pat
         assert reply and server_log(second).count("cache hit") == hits + 1  # the state came from disk
         again = second.keep_prefix(prefix)
         assert again is not None and again["new"] is False
+
+
+def test_states_of_another_llama_cpp_version_are_dropped_and_other_models_kept(tmp_path: Path) -> None:
+    current = tmp_path / "model-100-llama_cpp-0.3.36"
+    older, other_model = tmp_path / "model-100-llama_cpp-0.3.20", tmp_path / "other-7-llama_cpp-0.3.20"
+    for folder in (current, older, other_model):
+        folder.mkdir()
+        (folder / "a.npz").write_bytes(b"state")
+    assert drop_outdated_states(current) == [older]
+    assert current.exists() and other_model.exists() and not older.exists()

@@ -680,3 +680,20 @@ def test_a_topic_group_fills_the_papers_of_the_table(shared_assistant):
     update, status = controller.from_group(label)
     group = next(g for g in shared_assistant.topic_groups() if g.label == label)
     assert update["value"] == [p.id for p in group.papers] and label in status
+
+
+def test_exporting_a_table_removes_exports_older_than_a_day(tmp_path, monkeypatch):
+    import os
+    import time
+
+    from assistant.types import Table
+    from assistant.ui import compare
+
+    monkeypatch.setattr(compare, "CSV_DIR", tmp_path)
+    old, recent = tmp_path / "table-old.csv", tmp_path / "table-recent.csv"
+    for path in (old, recent):
+        path.write_text("paper_id\n", encoding="utf-8")
+    os.utime(old, (time.time() - 2 * 24 * 3600,) * 2)
+    written = compare.CompareController._csv(Table(columns=["What speedup?"], rows=[], cells=[]))
+    assert written.read_text(encoding="utf-8").startswith("paper_id,title,label")
+    assert not old.exists() and recent.exists()

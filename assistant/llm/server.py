@@ -11,9 +11,11 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import glob
 import importlib.util
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -121,7 +123,22 @@ def kept_states_dir(settings: Settings, model_path: Path) -> Path:
         size = 0
     version = _llama_cpp_version()
     root = settings.llm_kept_states_dir or Path(settings.cache_dir) / "prompt-states"
-    return Path(root).expanduser() / f"{Path(model_path).stem}-{size}-llama_cpp-{version}"
+    return Path(root).expanduser() / f"{Path(model_path).stem}-{size}{_VERSION_MARK}{version}"
+
+
+_VERSION_MARK = "-llama_cpp-"
+
+
+def drop_outdated_states(folder: Path) -> list[Path]:
+    """Remove the kept states of the same model file written by other llama.cpp versions (a state
+    only loads in the version that wrote it); states of other model files stay. The folders removed."""
+    stem = folder.name.rsplit(_VERSION_MARK, 1)[0]
+    dropped = []
+    for other in folder.parent.glob(f"{glob.escape(stem)}{_VERSION_MARK}*"):
+        if other != folder and other.is_dir():
+            shutil.rmtree(other, ignore_errors=True)
+            dropped.append(other)
+    return dropped
 
 
 def _llama_cpp_version() -> str:
@@ -216,6 +233,8 @@ class LocalServer:
                 "(or set ASSISTANT_LLM_BASE_URL to an OpenAI-compatible server)."
             )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.kept_states_mb:
+            drop_outdated_states(self.kept_dir)
         _install_sigterm_handler()
         for attempt in range(3):
             self._launch()

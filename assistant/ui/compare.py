@@ -7,7 +7,9 @@ Its handlers are generators where the page should change while work goes on.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from .render import esc, job_status, span_html
 
 PENDING = "…"
 CSV_DIR = Path(tempfile.gettempdir()) / "icml-assistant-tables"
+CSV_KEEP_SECONDS = 24 * 3600  # an exported table's download link lives this long
 
 
 def parse_columns(text: str) -> list[str]:
@@ -146,7 +149,14 @@ class CompareController:
 
     @staticmethod
     def _csv(table: Table) -> Path:
+        """The table as a CSV file to download; exports older than a day are removed first, so the
+        folder does not grow with every export of every session."""
         CSV_DIR.mkdir(parents=True, exist_ok=True)
+        stale = time.time() - CSV_KEEP_SECONDS
+        for old in CSV_DIR.glob("table-*.csv"):
+            with contextlib.suppress(OSError):  # another session may be removing it too
+                if old.stat().st_mtime < stale:
+                    old.unlink()
         handle = tempfile.NamedTemporaryFile("w", suffix=".csv", prefix="table-", dir=CSV_DIR, delete=False,
                                              encoding="utf-8", newline="")
         with handle:
