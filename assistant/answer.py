@@ -337,8 +337,9 @@ class AnswerEngine:
                 messages, options = self._messages(prompt_question, context), {}
             answer.prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
             if self.settings.answer_format != "quote_first":
+                kept_from = time.perf_counter()  # after `_messages`, which starts the model on first use
                 self._keep_lead(messages, context)
-                timings["keep"] = time.perf_counter() - mark
+                timings["keep"] = time.perf_counter() - kept_from
             deltas = self.llm.stream_chat(messages, max_tokens=self.settings.max_answer_tokens, **options)
             if self.settings.answer_format == "quote_first":
                 reply: list[str] = []

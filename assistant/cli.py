@@ -306,7 +306,7 @@ def cmd_warm(args: argparse.Namespace) -> int:
         return 0
     folder = server.kept_dir
     size = sum(f.stat().st_size for f in folder.glob("*.npz")) / (1 << 20)
-    print(f"Read {count} papers in {time.perf_counter() - started:.0f} s. Questions and tables about them now read "
+    print(f"Read {count} paper{'' if count == 1 else 's'} in {time.perf_counter() - started:.0f} s. Questions and tables about them now read "
           f"only their own words. Kept states: {size:.0f} MB in {folder} (limit {settings.llm_kept_states_mb} MB, "
           "ASSISTANT_LLM_KEPT_STATES_MB).", file=sys.stderr)
     return 0
