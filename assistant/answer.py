@@ -122,9 +122,8 @@ class AnswerEngine:
         comparison's sources) each gives its best sentences and those that say what is asked."""
         chosen = []
         for n, source in enumerate(sources):
-            count = len(self.sentences.get(source.paper).clean)
             if self.settings.whole_first_paper and n == 0:
-                chosen.append((source, list(range(count))))
+                chosen.append((source, list(range(len(source.clean_sentences)))))
                 continue
             few = self.settings.whole_first_paper and intent.kind != "comparison"
             per_paper = self.settings.other_paper_sentences if few else self.settings.sentences_per_paper

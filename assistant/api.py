@@ -178,7 +178,7 @@ class Assistant:
             if not rows:
                 notices.append(f"No paper in the collection is about {topic}.")
         elif papers or source:
-            rows = [Row(p) for p in self._papers_of(papers, source)]
+            rows = [Row(p) for p in self.papers_of(papers, source)]
         else:
             raise QuestionError("Say which papers the table is about: papers, a topic or a corpus file.")
         if len(rows) > self.settings.max_table_rows:
@@ -231,15 +231,18 @@ class Assistant:
         All papers, or `papers` (ids, titles or labels), or those of the corpus file `source`.
         Papers read before cost a fraction of a second each. Needs the embedded model; with another
         backend nothing is kept (those servers reuse shared prompt prefixes by themselves)."""
-        for paper in self._papers_of(papers, source) if papers or source else list(self.papers):
+        for paper in self.papers_of(papers, source):
             self.engine.keep_paper(paper)
             self.tables.keep(paper)
             yield paper
 
-    def _papers_of(self, papers: list[str] | None, source: str | None) -> list[Paper]:
-        """`papers` (ids, titles or labels, in that order), else every paper of the corpus file `source`."""
+    def papers_of(self, papers: list[str] | None = None, source: str | None = None) -> list[Paper]:
+        """`papers` (ids, titles or labels, in that order, each once), else every paper of the corpus
+        file `source`, else every paper."""
         if papers:
             return resolve_papers(papers, self.papers)
+        if source is None:
+            return list(self.papers)
         if source not in self.sources:
             raise QuestionError(f"No corpus file is called {source!r}; the files are: {', '.join(self.sources)}.")
         return [p for p in self.papers if p.source == source]

@@ -292,10 +292,9 @@ def cmd_warm(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     count = 0
     try:
-        papers = assistant.keep_papers(papers=_split(args.papers) or None, source=args.source)
-        total = len(_split(args.papers)) or sum(1 for p in assistant.papers if not args.source or p.source == args.source)
-        with tqdm(total=total, unit="paper", desc="Reading the papers", file=sys.stderr) as bar:
-            for _ in papers:
+        chosen = [p.id for p in assistant.papers_of(_split(args.papers) or None, args.source)]
+        with tqdm(total=len(chosen), unit="paper", desc="Reading the papers", file=sys.stderr) as bar:
+            for _ in assistant.keep_papers(papers=chosen or None, source=args.source):
                 count += 1
                 bar.update(1)
         server = getattr(assistant.llm_loaded, "server", None)

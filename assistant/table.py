@@ -129,9 +129,12 @@ class TableBuilder:
             line: list[Cell] = []
             sentences = self.sentences.get(row.paper)
             scored = [decide.score_sentences(sentences, vectors[c], set(decide.stems(q))) for c, q in enumerate(columns)]
-            shown = self._shown(sentences, intents, scored, columns)
-            if not failure and len(shown) == len(sentences.clean):
-                failure = self._keep_row(row.paper, table)
+            # The whole abstract when it is of usual length: that prompt is the same in every table,
+            # so the model's state after it is kept on disk and a later table reads only the questions.
+            whole = _read_whole(sentences)
+            shown = list(range(len(sentences.clean))) if whole else self._closest(sentences, intents, scored, columns)
+            if whole and not failure:
+                failure = self._keep_row(row.paper, sentences, table)
             for c, question in enumerate(columns):
                 mark = time.perf_counter()
                 if failure:
@@ -153,26 +156,21 @@ class TableBuilder:
         table.timings["total"] = time.perf_counter() - started
         yield table
 
-    def _keep_row(self, paper: Paper, table: Table) -> str:
+    def _keep_row(self, paper: Paper, sentences: decide.Sentences, table: Table) -> str:
         """Read the row's prompt (kept for later tables); the reason when the model is unreachable."""
         try:
-            self.keep(paper)
+            self._keep(paper, sentences)
         except LLMUnavailableError as exc:
             return str(exc)
         except LLMError as exc:  # nothing is kept; the cells still ask the model themselves
             table.notices.append(f"Could not keep the model's reading of {paper.title}: {exc}")
         return ""
 
-    def _shown(self, sentences: decide.Sentences, intents: list[decide.Intent],
-               scored: list[list[decide.ScoredSentence]], columns: list[str]) -> list[int]:
-        """The sentences of one paper the model reads for every column of its row (in abstract order).
-
-        The whole abstract when it is of usual length: its prompt is then the same for every table,
-        so the model's state after reading it is kept on disk (`LLM.keep_prefix`) and a later
-        table over the paper reads only its questions. A long abstract gives each column's best
-        sentences and those that carry its asked slot instead."""
-        if count_tokens(" ".join(sentences.clean)) <= MAX_ROW_TOKENS:
-            return list(range(len(sentences.clean)))
+    @staticmethod
+    def _closest(sentences: decide.Sentences, intents: list[decide.Intent],
+                 scored: list[list[decide.ScoredSentence]], columns: list[str]) -> list[int]:
+        """The sentences of a long abstract the model reads for every column of its row (in abstract
+        order): each column's best ones and those that carry its asked slot."""
         picks: list[int] = []
         for intent, evidence, question in zip(intents, scored, columns):
             ranked = [e.index for e in decide.best(evidence, SENTENCES_PER_COLUMN)]
@@ -242,14 +240,20 @@ class TableBuilder:
         when the paper's abstract is too long to be read whole, or the backend keeps nothing."""
         self.sentences.warm([paper])
         sentences = self.sentences.get(paper)
-        if count_tokens(" ".join(sentences.clean)) > MAX_ROW_TOKENS:
-            return None
+        return self._keep(paper, sentences) if _read_whole(sentences) else None
+
+    def _keep(self, paper: Paper, sentences: decide.Sentences) -> dict[str, Any] | None:
         return self.llm().keep_prefix(self._messages(paper, sentences, list(range(len(sentences.clean))), ""))
 
     def warm_up(self) -> None:
         """Have the model read the table instructions once (kept in its prompt cache)."""
         self.llm().chat([{"role": "system", "content": self.prompts.table_system.format()},
                          {"role": "user", "content": "Ready?"}], max_tokens=1)
+
+
+def _read_whole(sentences: decide.Sentences) -> bool:
+    """Whether a row reads the paper's whole abstract (the same prompt in every table, so kept)."""
+    return count_tokens(" ".join(sentences.clean)) <= MAX_ROW_TOKENS
 
 
 def _measures(intent: decide.Intent, question: str, quote: str) -> bool:

@@ -1057,6 +1057,16 @@ def fmt_s(stats: dict[str, Any]) -> str:
     return f"p50 {stats['p50_s']:.2f} s, p95 {stats['p95_s']:.2f} s (n={stats['n']})" if stats["n"] else "n/a"
 
 
+def new_model_session(run: Run, warm_up: Callable[[], Any]) -> None:
+    """Stop the model server and start a new one, as a new session meets it: nothing in its RAM,
+    the kept states on disk. `warm_up` has it read its fixed instructions; the memory section reads
+    the new server's peak."""
+    assert run.a_real is not None
+    run.a_real.close()
+    warm_up()
+    run.server_pid = run.a_real.llm.server.pid if run.a_real.llm.server is not None else run.server_pid
+
+
 def answer_latency_section(run: Run) -> None:
     """Time to evidence, to the first token and to the whole answer over a fixed dev set of every type."""
     if run.args.skip_llm:
@@ -1064,16 +1074,16 @@ def answer_latency_section(run: Run) -> None:
     assert run.a_real is not None
     al = run.rep.section("answer_latency", "Answers as a user waits for them (dev set, every question type)")
     questions = dev_questions(run.args.dev_per_type)
-    with run.meter.measure(al):
-        first = [timed_events(run.a_real, q["question"], q.get("history") or []) | {"id": q["id"], "type": q["type"]}
-                 for q in questions]
-        # A new session: the model server starts again (nothing in its RAM), and each question's
-        # first paper is on disk, kept when it was read above (or by `assistant warm`).
-        run.a_real.engine.close()
-        run.a_real.warm_up(background=False)
-        rows = [timed_events(run.a_real, q["question"], q.get("history") or []) | {"id": q["id"], "type": q["type"]}
+    def ask_all() -> list[dict[str, Any]]:
+        assert run.a_real is not None
+        return [timed_events(run.a_real, q["question"], q.get("history") or []) | {"id": q["id"], "type": q["type"]}
                 for q in questions]
-        run.server_pid = getattr(getattr(run.a_real.llm_loaded, "server", None), "pid", None) or run.server_pid
+
+    with run.meter.measure(al):
+        first = ask_all()
+        # Each question's first paper is now on disk, kept when it was read above (or by `assistant warm`).
+        new_model_session(run, lambda: run.a_real.warm_up(background=False))
+        rows = ask_all()
     for row in rows:
         note(f"{row['id']} {row['type']}: evidence {row['evidence_s']} s, first token {row['first_token_s']} s, "
              f"total {row['total_s']} s, prompt {row['prompt_tokens']} tokens")
@@ -1187,11 +1197,9 @@ def table_section(run: Run) -> None:
         tb["topic_rows"] = len(rows)
         run.a_real.tables.warm_up()
         tb["cold"] = timed_table(run.a_real, TABLE_PAPERS, TABLE_COLUMNS)
-        run.a_real.engine.close()  # a new session: the papers' rows are kept on disk, nothing is in RAM
-        run.a_real.tables.warm_up()
+        new_model_session(run, run.a_real.tables.warm_up)  # the papers' rows are kept on disk
         tb["kept"] = timed_table(run.a_real, TABLE_PAPERS, TABLE_COLUMNS)
         tb["again"] = timed_table(run.a_real, TABLE_PAPERS, TABLE_COLUMNS)
-        run.server_pid = getattr(getattr(run.a_real.llm_loaded, "server", None), "pid", None) or run.server_pid
     say(f"  rows by topic: {tb['topic_rows']} papers in {tb['topic_rows_s']} s (retrieval and topic evidence, no model)")
     for key, label in (("cold", "papers read for the first time"),
                        ("kept", "a new session, the papers kept on disk (read before, or `assistant warm`)"),

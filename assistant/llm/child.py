@@ -104,7 +104,8 @@ class KeptStates(LlamaRAMCache):
                 return state
         if ram_key is None:
             raise KeyError("Key not found")
-        return super().__getitem__(key)
+        self.cache_state.move_to_end(ram_key)  # as LlamaRAMCache.__getitem__ does, without searching again
+        return self.cache_state[ram_key]
 
     def __setitem__(self, key: Any, value: llama_cpp.LlamaState) -> None:
         super().__setitem__(key, value)
@@ -205,19 +206,19 @@ def _add_keep_route(app: Any) -> Any:
 
 
 def _take_keep_options(argv: list[str]) -> list[str]:
-    """Remove `--keep_dir DIR` and `--keep_mb N` from `argv` (llama_cpp.server does not know them)."""
-    rest, i = [], 0
+    """Remove `--keep_dir DIR` and `--keep_mb N` from `argv` (llama_cpp.server does not know them)
+    into `_keep_config`; the rest of `argv`."""
+    options, rest, i = {}, [], 0
     while i < len(argv):
         if argv[i] in ("--keep_dir", "--keep_mb") and i + 1 < len(argv):
-            _keep_config[argv[i]] = argv[i + 1]
+            options[argv[i]] = argv[i + 1]
             i += 2
         else:
             rest.append(argv[i])
             i += 1
-    folder = _keep_config.pop("--keep_dir", None)
-    limit_mb = int(_keep_config.pop("--keep_mb", "0") or 0)
-    if folder and limit_mb > 0:
-        _keep_config.update(folder=Path(folder), limit_bytes=limit_mb << 20)
+    limit_mb = int(options.get("--keep_mb") or 0)
+    if options.get("--keep_dir") and limit_mb > 0:
+        _keep_config.update(folder=Path(options["--keep_dir"]), limit_bytes=limit_mb << 20)
     return rest
 
 
