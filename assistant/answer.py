@@ -29,7 +29,7 @@ from .embed import encode
 from .errors import LLMError, QuestionError
 from .prompts import REFUSAL_SENTINEL, load_prompts
 from .retrieve import HybridRetriever
-from .text import has_cjk
+from .text import has_cjk, shorten
 from .types import Answer, Citation, Evidence, Paper, Passage
 
 _HAN = re.compile(r"[\u3400-\u9fff]")
@@ -93,15 +93,24 @@ class AnswerEngine:
         s = self.sentences.get(passage.paper)
         return Source(number, s.paper, s.raw, s.clean, s.vectors)
 
-    def _condense(self, question: str, history: list[dict[str, str]]) -> str:
+    def _condense(self, question: str, history: list[dict[str, str]]) -> tuple[str, str]:
+        """What to search for, and the question in English (what its intent is read from).
+
+        A Chinese question is rewritten by the model into an English query. A follow-up is, with
+        `follow_up_search="conversation"`, searched for as typed when it brings its own subject
+        ("Which paper prunes tree ensembles?") and together with the last exchange when it leans on
+        it ("How did they evaluate it?"): no model call, so its evidence shows at once. With
+        "rewrite", the model rewrites every follow-up into a standalone query first."""
         turns = history[-self.settings.history_turns :] if self.settings.history_turns else []
         if not turns and not has_cjk(question):
-            return question
+            return question, question
+        if not has_cjk(question) and self.settings.follow_up_search == "conversation":
+            return decide.conversation_query(question, turns), question
         transcript = "\n".join(f"{t.get('role', 'user')}: {str(t.get('content', ''))[:600]}" for t in turns) or "(none)"
         prompt = self.prompts.condense.format(history=transcript, question=question)
         query = self.llm.chat([{"role": "user", "content": prompt}], max_tokens=64)
         query = query.strip().strip('"').splitlines()[0].strip() if query.strip() else ""
-        return query or question
+        return (query, query) if query else (question, question)
 
     def _evidence(self, sources: list[Source], query: str, query_vector: np.ndarray) -> dict[int, list[ScoredSentence]]:
         """Every sentence of each source scored against the question, by source number."""
@@ -271,17 +280,22 @@ class AnswerEngine:
             )
         timings = answer.timings
         try:
-            answer.search_query = self._condense(question, list(history or []))
+            answer.search_query, english = self._condense(question, list(history or []))
         except LLMError as exc:
-            answer.search_query = question
+            answer.search_query = english = question
             answer.notices.append(f"Could not rewrite the follow-up question ({exc}); searched for it as typed.")
         timings["condense"] = time.perf_counter() - started
-        intent = decide.read_question(answer.search_query, original=question)
+        intent = decide.read_question(english, original=question)
         answer.intent = intent.kind
 
         mark = time.perf_counter()
-        # One embedding of the query serves retrieval, sentence selection and verification.
-        query_vector = self._encode([answer.search_query])[0]
+        # One embedding of the query serves retrieval, sentence selection and verification. A
+        # follow-up searched for with its conversation has its sentences weighed against itself and
+        # the question it follows: the last answer, which finds the paper, would pull them towards
+        # what was already said.
+        weighed = answer.search_query if answer.search_query == english else decide.with_last_question(english, history or [])
+        vectors = self._encode(list(dict.fromkeys([answer.search_query, weighed])))
+        query_vector, weigh_vector = vectors[0], vectors[-1]
         mark_vector = time.perf_counter()
         k = k or self.settings.k
         # Topic lists and comparisons look wider: every paper of a topic, both sides of a comparison.
@@ -293,7 +307,8 @@ class AnswerEngine:
         timings["query_embedding"] = mark_vector - mark  # the retriever was handed the vector computed here
         answer.passages = passages[:k]
         # A paper the question names is relevant however its text scores ("... SCM-GRPO ...").
-        named = decide.named_papers(f"{question} {answer.search_query}", passages)
+        # (Only its own words: a follow-up searched for with the last answer does not name that paper.)
+        named = decide.named_papers(f"{question} {english}" if english != question else question, passages)
         relevant = [p for p in passages if p.dense_score >= self.settings.min_relevance or p in named]
         if not relevant:
             yield self._evidence_event(answer, started)
@@ -309,7 +324,8 @@ class AnswerEngine:
             yield listed if listed is not None else self._refusal(answer, passages)
             return
 
-        decision = self._decide(question, answer.search_query, intent, relevant, named, query_vector, bool(history))
+        decision = self._decide(question, weighed, intent, relevant, named, weigh_vector, bool(history))
+        decision.english = english
         answer.confidence = round(decision.confidence, 4)
         sources, evidence = decision.sources, decision.evidence
         timings["decide"] = time.perf_counter() - mark
@@ -325,7 +341,7 @@ class AnswerEngine:
             yield self._near_miss(answer, decision.subject, decision.missing, evidence[decision.subject.number])
             return
 
-        prompt_question = question if not history else f"{answer.search_query}\n(The user asked: {question})"
+        prompt_question = _prompt_question(question, english, answer.search_query, history)
         context = self._context(sources, evidence, intent, question)
         chosen: dict[int, list[int]] | None = None
         try:
@@ -371,7 +387,7 @@ class AnswerEngine:
             yield answer
             return
 
-        final = self._after_draft(answer, text, decision, passages, query_vector, chosen)
+        final = self._after_draft(answer, text, decision, passages, weigh_vector, chosen)
         timings["total"] = time.perf_counter() - started
         yield final
 
@@ -507,7 +523,7 @@ class AnswerEngine:
             text, sources, self._encode, self.settings.support_threshold, known, query_vector
         )
         answered = verified is not None and bool(verified.citations)
-        if answered and intent.slot != "yes_no" and decide.adds_nothing(verified.text, f"{plan.question} {answer.search_query}"):
+        if answered and intent.slot != "yes_no" and decide.adds_nothing(verified.text, f"{plan.question} {plan.english}"):
             answered = False  # it restates the question ("yes" is the content of a yes/no answer)
         if answered and intent.slot in ("number", "count"):
             # "How many X" answered without a number, or with a number of something else, is not an
@@ -600,6 +616,19 @@ class AnswerEngine:
             answer.text += f" {source.paper.title}: {top.clean} [{source.number}]"
             answer.citations.append(make_citation(source.number, source.paper, source.raw_sentences, [top.index], top.score))
         answer.citations.sort(key=lambda c: c.marker)
+
+
+def _prompt_question(question: str, english: str, searched: str, history: list[dict[str, str]] | None) -> str:
+    """The question as the model reads it: a rewritten follow-up with what the user typed; one that
+    leans on the conversation with the question it follows (so "it" has something to refer to)."""
+    if not history:
+        return question
+    if english != question:
+        return f"{english}\n(The user asked: {question})"
+    if searched != question:
+        earlier = decide.last_said(history, "user")
+        return f"{question}\n(This follows the earlier question: {shorten(earlier, 300)})" if earlier else question
+    return question
 
 
 def _name_the_paper(text: str, citations: list[Citation]) -> str:

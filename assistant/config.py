@@ -180,6 +180,12 @@ class Settings(BaseSettings):
     )
     max_table_rows: int = Field(40, ge=1, le=500, description="The most papers (rows) one table holds.")
     history_turns: int = Field(6, ge=0, le=50, description="Earlier messages used to understand a follow-up.")
+    follow_up_search: Literal["conversation", "rewrite"] = Field(
+        "conversation",
+        description="'conversation': a follow-up that leans on the conversation (\"How did they evaluate it?\") is "
+        "searched for together with the last exchange, one with its own subject as typed, with no model call; "
+        "'rewrite': the model first rewrites every follow-up into a standalone query (about a second more).",
+    )
 
     # UI
     host: str = Field("127.0.0.1", description="Address the chat UI binds to.")

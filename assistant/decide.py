@@ -170,7 +170,7 @@ _TOPIC = re.compile(
 _TOPIC_FRAME = re.compile(
     r"^.*?\b(?:papers|works|work|studies|articles|methods|approaches|publications|research)\b"
     r"(?:\s+(?:in|of)\s+(?:this|the)\s+(?:collection|corpus|conference|list))?(?:\s+is\s+there)?"
-    r"(?:\s+(?:are|is|were|that|which|do|does))*\s*(?:about|on|related to|dealing with|deal with|address(?:es)?|"
+    r"(?:\s+(?:are|is|were|that|which|does|do)\b)*\s*(?:about|on|related to|dealing with|deal with|address(?:es)?|"
     r"look(?:s|ing)? at|study|studies|tackle|tackles|focus(?:es)? on|work on|use|using|apply|applying|propose|"
     r"in|with|for|concern(?:ing)?|regarding|covering|cover)?\s*",
     re.IGNORECASE,
@@ -259,12 +259,13 @@ _BY_HOW_MUCH = re.compile(r"\b([\w-]+)\s+(?:\w+\s+){0,4}?by how much\b|\bby how 
 _QUALIFIERS = frozenset(
     """number amount value values range level degree largest smallest highest lowest best worst biggest maximum
     minimum max min average mean median total exact final typical overall reported main kind type sort
-    first last top whole entire much""".split()
+    first last top whole entire much two three four five six seven eight nine ten several various""".split()
 )
 
 
 def _clean_focus(phrase: str) -> str:
-    words = [w for w in re.findall(r"[\w-]+", phrase) if w.lower() not in STOPWORDS | _QUALIFIERS]
+    # "kinds of cues", "the two mechanisms": the plural of a qualifier qualifies too.
+    words = [w for w in re.findall(r"[\w-]+", phrase) if not {w.lower(), w.lower().removesuffix("s")} & (STOPWORDS | _QUALIFIERS)]
     return " ".join(words)
 
 
@@ -282,7 +283,10 @@ def read_question(question: str, original: str = "") -> Intent:
     opening = _WHICH_PAPER.match(q.lower().lstrip("¿ "))
     if _COMPARE.search(q) and not _TOPIC.search(q) and not opening:
         return Intent("comparison", "mechanism", _clean_focus(q))
-    if _TOPIC.search(q) and not re.search(r"\bwhich (?:paper|one)\b", q, re.IGNORECASE):
+    # "Is there work on X? How many variables does it handle?", "Which approaches does it compare
+    # against?": a detail of one paper, not a list of papers.
+    asks_of_one = re.search(r"\b(?:it|its)\b", q, re.IGNORECASE)
+    if _TOPIC.search(q) and not re.search(r"\bwhich (?:paper|one)\b", q, re.IGNORECASE) and not asks_of_one:
         topic = _TOPIC_FRAME.sub("", q, count=1).strip(" ?.!") if _TOPIC_FRAME.match(q) else q
         return Intent("topic", "papers", "", topic or q)
     which = bool(_WHICH_PAPER.search(q))
@@ -312,6 +316,75 @@ def read_question(question: str, original: str = "") -> Intent:
     else:
         slot = "paper" if which else "other"
     return Intent("which_paper" if which and slot in ("paper", "other", "mechanism") else "fact", slot, _focus(q, slot))
+
+
+# -- follow-ups ------------------------------------------------------------------------------------
+
+# Words that point back into the conversation: "it", "they", "that method", "those neurons", "the
+# approach". A demonstrative counts after a verb or preposition or at the start ("with that
+# framework", "When do those neurons"), not as a conjunction ("a paper that uses ..."); "the
+# approach" counts unless a description follows ("the paper on count data").
+_POINTS_BACK = re.compile(
+    r"\b(?:it|its|itself|they|them|their|theirs|themselves)\b"
+    r"|(?:^|[.?!,;:]\s*|\b(?:of|for|in|on|with|about|by|from|to|under|behind|does|do|did|was|is|are|were|when|where|"
+    r"how|and|use|uses|used|using|in)\s+)(?:this|that|these|those|the same)\s+(?!(?:is|are|was|were|does|do|did|has|have)\b)[\w-]+"
+    r"|\bthe (?:paper|work|study|method|approach|model|framework|technique|algorithm|authors|system|idea|proposal)\b"
+    r"(?!\s+(?:on|about|that|which|where|for|from|in|with|called|named|by|of|proposing|using|studying)\b)",
+    re.IGNORECASE,
+)
+
+
+# A sentence that asks for a paper binds its own "it" ("which paper prunes trees, and how much does
+# it save?"); one that brings a new subject binds the "it" of the sentences after it.
+_ASKS_PAPER = re.compile(
+    r"\b(?:which|what)\s+(?:paper|work|study|article|one)\b|\b(?:has|have|did)\s+(?:someone|anyone)\b"
+    r"|\b(?:is|are)\s+there\s+(?:a|an|any|some)?\s*(?:papers?|works?|research|stud(?:y|ies)|methods?)\b",
+    re.IGNORECASE,
+)
+ELLIPTICAL_WORDS = 3  # a follow-up of fewer content words that names nothing has no subject of its own
+_NEW_SUBJECT = re.compile(r"\b(?:is|are|was|were)\s+there\s+(?:a|an|any|some)\b", re.IGNORECASE)
+
+
+def refers_back(question: str) -> bool:
+    """Whether a follow-up leans on the conversation for what it is about ("How did they evaluate
+    it?"), rather than bringing its own subject ("Which paper prunes tree ensembles, and by how much
+    does it compress them?", "Is there a neural operator for subsurface flow? What does it learn
+    from?", "What does ReWA stand for?"). A short one that names nothing ("And the speedup?")
+    leans on the conversation too. Such a follow-up is searched for together with the
+    conversation; any other is searched for as typed (no model call to rewrite it)."""
+    q = " ".join(question.split())
+    if len(stems(q)) < ELLIPTICAL_WORDS and not question_names(q):
+        return True  # "And the speedup?", "What about memory?": the subject is the conversation's
+    introduced = False
+    for sentence in re.split(r"(?<=[.?!:])\s+", q):
+        if _POINTS_BACK.search(sentence):
+            return not (introduced or _ASKS_PAPER.search(sentence))
+        introduced = introduced or bool(_WHICH_PAPER.search(sentence) or _NEW_SUBJECT.search(sentence))
+    return False
+
+
+FOLLOW_UP_ANSWER_CHARS = 300  # of the last answer, searched with a follow-up that leans on it (it names the paper)
+
+
+def conversation_query(question: str, history: Sequence[dict[str, str]]) -> str:
+    """What an English follow-up is searched for: the question as typed when it brings its own
+    subject, else the question with the last question and the start of the last answer (which
+    names the paper). On the evaluation's follow-ups this finds the paper first as often as the
+    model's rewrite did, and costs no model call."""
+    if not history or not refers_back(question):
+        return question
+    context = [last_said(history, "user")[:600], last_said(history, "assistant")[:FOLLOW_UP_ANSWER_CHARS]]
+    return " ".join([question, *filter(None, context)])
+
+
+def with_last_question(question: str, history: Sequence[dict[str, str]]) -> str:
+    """A follow-up with the question it follows: what its evidence sentences are weighed against."""
+    return " ".join(filter(None, [question, last_said(history, "user")[:600]]))
+
+
+def last_said(history: Sequence[dict[str, str]], role: str) -> str:
+    """The last message of `role` in a conversation ("" when there is none)."""
+    return next((str(t.get("content", "")) for t in reversed(history) if t.get("role", "user") == role), "")
 
 
 def _focus(q: str, slot: Slot) -> str:
@@ -647,6 +720,7 @@ class Decision:
     notices: list[str] = field(default_factory=list)
     confidence: float = 0.0  # the best evidence sentence's score
     question: str = ""
+    english: str = ""  # the question in English: the model's rewrite of a Chinese question or a follow-up
 
 
 def named_papers(question: str, passages: Sequence[Passage]) -> list[Passage]:

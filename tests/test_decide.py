@@ -12,7 +12,9 @@ import pytest
 
 from assistant import Answer, Assistant
 from assistant.answer import _AnswerField
-from assistant.decide import adds_nothing, question_names, read_question, sanitize, unknown_specifics
+from assistant.decide import (
+    adds_nothing, conversation_query, question_names, read_question, refers_back, sanitize, unknown_specifics,
+)
 
 from conftest import make_settings
 
@@ -42,6 +44,9 @@ from conftest import make_settings
         ("What correlation coefficient did the two graders reach?", "fact", "number"),
         ("Which agreement coefficient do the two graders reach?", "fact", "number"),
         ("By what factor does ARM shrink the KV cache?", "fact", "number"),
+        # a detail of one paper, although phrased like a list
+        ("Which methods does it compare against?", "fact", "baseline"),
+        ("Is there work on proving inequalities with LLMs? How many variables does it handle?", "fact", "count"),
     ],
 )
 def test_the_kind_and_asked_slot_of_a_question(question: str, kind: str, slot: str) -> None:
@@ -61,6 +66,39 @@ def test_the_focus_is_what_the_question_asks_for_in_its_own_words() -> None:
     assert read_question("how much faster is the video model").focus == "faster"
     assert read_question("How large a speedup does the video model get?").focus == "speedup"  # the noun, not "large"
     assert read_question("Which papers are about routing tokens to experts?").topic == "routing tokens to experts"
+    assert read_question("What are the three components it combines?").focus == "components"  # a count qualifies
+    assert read_question("What kinds of visual prompts did they try?").focus == "visual prompts"
+
+
+# -- follow-ups ---------------------------------------------------------------------------------
+
+VEGAS_TURN = [
+    {"role": "user", "content": "Which paper reuses verification to pick KV entries?"},
+    {"role": "assistant", "content": "That is Vegas, a self-speculative decoding method [1]."},
+]
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["How did they evaluate it?", "What failure modes was that method designed to fix?", "When do those neurons form?",
+     "How did they test the approach on real data?", "And the speedup?", "Is there a GitHub link for it?"],
+)
+def test_a_follow_up_that_leans_on_the_conversation_is_searched_with_it(question: str) -> None:
+    assert refers_back(question)
+    query = conversation_query(question, VEGAS_TURN)
+    assert query.startswith(question) and VEGAS_TURN[0]["content"] in query and "Vegas" in query
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["New question: which paper compresses random forests, and by how much does it shrink them?",
+     "Something else: is there a solver for weather forecasts? What data does it train on?",
+     "Next: what does PINE stand for?",
+     "Now, in the paper on causal discovery from count data, what tool characterizes the dependencies?"],
+)
+def test_a_follow_up_with_its_own_subject_is_searched_as_typed(question: str) -> None:
+    assert not refers_back(question)
+    assert conversation_query(question, VEGAS_TURN) == question
 
 
 def test_question_words_and_sentence_starts_are_never_names() -> None:

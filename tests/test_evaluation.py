@@ -376,7 +376,7 @@ def test_retrieval_only_run_writes_a_well_formed_report(shared_assistant: Assist
         assert all(r["paper"] in ids and isinstance(r["score"], float) for r in result["retrieved"])
         assert result["timings"]["retrieve"] > 0
     follow_up = next(r for r in results if r["type"] == "follow_up")
-    assert follow_up["search_query"].endswith(follow_up["question"]) and len(follow_up["search_query"]) > len(
+    assert follow_up["search_query"].startswith(follow_up["question"]) and len(follow_up["search_query"]) > len(
         follow_up["question"])
     summary = summarize(results, shared_assistant.settings)
     assert summary["mode"] == "retrieval-only" and summary["settings"]["embedding"] == "minilm"

@@ -31,6 +31,7 @@ VEGAS_DRAFT = "Vegas achieves a 1.25×–2.81× speedup over default vLLM [1]. I
 VEGAS_VERIFIED = "Vegas achieves a 1.25×–2.81× speedup over default vLLM [1]. It is the fastest method ever built."
 FOLLOW_UP = "Is its code public?"
 FOLLOW_UP_QUERY = "Vegas self-speculative decoding source code availability"
+CHINESE_FOLLOW_UP = "Vegas 的代码公开了吗？"
 FOLLOW_UP_DRAFT = "The code of Vegas is available on GitHub [1]."
 ISA_QUESTION = "Which paper brings sparse attention to editing videos in context?"
 ISA_DRAFT = "ISA is an in-context sparse attention framework for ICL video editing [1]."
@@ -115,7 +116,7 @@ def plain(messages: list[Any]) -> bool:
 
 
 def test_history_is_passed_as_plain_messages(controller: ui.ChatController, scripted_llm: ScriptedLLM) -> None:
-    scripted_llm.queue(VEGAS_DRAFT, FOLLOW_UP_QUERY, FOLLOW_UP_DRAFT)  # answer; then condense, answer
+    scripted_llm.queue(VEGAS_DRAFT, FOLLOW_UP_DRAFT)
     session = ui.Session()
 
     run_turn(controller, VEGAS_QUESTION, session)
@@ -125,17 +126,12 @@ def test_history_is_passed_as_plain_messages(controller: ui.ChatController, scri
     assert f"Question: {VEGAS_QUESTION}" in answer_prompt(scripted_llm.requests[0])
 
     run_turn(controller, FOLLOW_UP, session)
-    assert scripted_llm.replies == [] and len(scripted_llm.requests) == 3
-    condense, answer = scripted_llm.requests[1], scripted_llm.requests[2]
-    # The previous turn reached the model as plain text: the question and the verified answer.
-    assert is_condense(condense) and condense["max_tokens"] == 64
-    assert [m["role"] for m in condense["messages"]] == ["user"]
-    prompt = condense["messages"][0]["content"]
-    assert f"user: {VEGAS_QUESTION}\nassistant: {VEGAS_VERIFIED}\n" in prompt
-    assert f"Last message: {FOLLOW_UP}" in prompt
-    # The rewritten query drove retrieval and the prompt; the typed question rides along.
-    assert f"Question: {FOLLOW_UP_QUERY}\n(The user asked: {FOLLOW_UP})" in answer_prompt(answer)
-    assert answer_prompt(answer).startswith("Sources:\n[1] Vegas:")
+    # "Is its code public?" leans on the conversation: it is searched for with the last exchange
+    # (no model call to rewrite it) and the model reads the question it follows.
+    assert scripted_llm.replies == [] and len(scripted_llm.requests) == 2 and not is_condense(scripted_llm.requests[1])
+    prompt = answer_prompt(scripted_llm.requests[1])
+    assert f"Question: {FOLLOW_UP}\n(This follows the earlier question: {VEGAS_QUESTION})" in prompt
+    assert prompt.startswith("Sources:\n[1] Vegas:")
     assert session.history() == first + [
         {"role": "user", "content": FOLLOW_UP},
         {"role": "assistant", "content": FOLLOW_UP_DRAFT},
@@ -322,15 +318,33 @@ def test_llm_failures_become_readable_messages(controller: ui.ChatController, sc
     assert len(scripted_llm.requests) == len(FAILURES) and scripted_llm.replies == []
 
 
-def test_follow_up_is_searched_as_typed_when_the_rewrite_fails(
+def test_a_chinese_follow_up_is_rewritten_with_the_conversation_as_plain_text(
+    controller: ui.ChatController, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.queue(VEGAS_DRAFT, FOLLOW_UP_QUERY, FOLLOW_UP_DRAFT)  # answer; then condense, answer
+    session = ui.Session()
+    run_turn(controller, VEGAS_QUESTION, session)
+    run_turn(controller, CHINESE_FOLLOW_UP, session)
+    condense, answer = scripted_llm.requests[1], scripted_llm.requests[2]
+    assert is_condense(condense) and condense["max_tokens"] == 64
+    assert [m["role"] for m in condense["messages"]] == ["user"]
+    prompt = condense["messages"][0]["content"]
+    assert f"user: {VEGAS_QUESTION}\nassistant: {VEGAS_VERIFIED}\n" in prompt
+    assert f"Last message: {CHINESE_FOLLOW_UP}" in prompt
+    # The rewritten query drove retrieval and the prompt; the typed question rides along.
+    assert f"Question: {FOLLOW_UP_QUERY}\n(The user asked: {CHINESE_FOLLOW_UP})" in answer_prompt(answer)
+    assert 'href="#src-2-1"' in ui.chat_messages(session)[-1]["content"]
+
+
+def test_a_follow_up_is_searched_as_typed_when_the_rewrite_fails(
     controller: ui.ChatController, scripted_llm: ScriptedLLM
 ) -> None:
     scripted_llm.queue(VEGAS_DRAFT, Fault.http(500, "rewrite failed"), FOLLOW_UP_DRAFT)
     session = ui.Session()
     run_turn(controller, VEGAS_QUESTION, session)
-    outputs = run_turn(controller, "Is the code of Vegas public?", session)
+    outputs = run_turn(controller, CHINESE_FOLLOW_UP, session)
     assert is_condense(scripted_llm.requests[1]) and scripted_llm.replies == []
-    assert "(The user asked: Is the code of Vegas public?)" in answer_prompt(scripted_llm.requests[2])
+    assert f"Question: {CHINESE_FOLLOW_UP}" in answer_prompt(scripted_llm.requests[2])
     message = last_value(outputs, 0)[-1]["content"]
     assert "Could not rewrite the follow-up question" in message and "rewrite failed" in message
     assert 'href="#src-2-1"' in message and "1 source verified" in last_value(outputs, 2)
@@ -391,7 +405,7 @@ def test_sessions_are_independent(controller: ui.ChatController, scripted_llm: S
         prompt = messages[-1]["content"]
         if prompt.startswith("Rewrite the user's last message"):
             return FOLLOW_UP_QUERY
-        return ISA_DRAFT if "video editing" in prompt else VEGAS_DRAFT if VEGAS_QUESTION in prompt else FOLLOW_UP_DRAFT
+        return ISA_DRAFT if "video editing" in prompt else VEGAS_DRAFT if f"Question: {VEGAS_QUESTION}" in prompt else FOLLOW_UP_DRAFT
 
     scripted_llm.responder = respond
     one, two, three = ui.Session(), ui.Session(), ui.Session()
@@ -406,9 +420,9 @@ def test_sessions_are_independent(controller: ui.ChatController, scripted_llm: S
     assert all('href="#src-1-1"' in ui.chat_messages(s)[-1]["content"] for s in (one, two, three))
 
     run_turn(controller, FOLLOW_UP, one)
-    condense = scripted_llm.messages(2)[0]["content"]
-    assert is_condense(scripted_llm.requests[2]) and VEGAS_QUESTION in condense
-    assert ISA_QUESTION not in condense and "Which paper is about Vegas?" not in condense
+    prompt = answer_prompt(scripted_llm.requests[2])
+    assert not is_condense(scripted_llm.requests[2]) and VEGAS_QUESTION in prompt
+    assert ISA_QUESTION not in prompt and "Which paper is about Vegas?" not in prompt
     assert len(ui.chat_messages(one)) == 4 and len(ui.chat_messages(two)) == len(ui.chat_messages(three)) == 2
     assert scripted_llm.errors == []
 

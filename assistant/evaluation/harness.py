@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..decide import conversation_query
+from ..text import has_cjk
 from .dataset import paper_key
 from .metrics import TOP_K, has_sentinel, quote_problems, score_question
 
@@ -17,12 +19,14 @@ Progress = Callable[[int, int], None]
 def retrieval_query(question: dict[str, Any]) -> str:
     """What a retrieval-only run searches for.
 
-    Full runs search for what the assistant itself searches for (the LLM rewrites follow-ups
-    and non-English questions). Without the LLM, a follow-up is searched for together with
-    its conversation — the text the rewriter would read; other questions as typed.
+    An English follow-up is searched for as the assistant searches for it (with the last exchange
+    when it leans on it). A Chinese one, which the assistant has the LLM rewrite, is searched for
+    together with its conversation; other questions as typed.
     """
     if not question["history"]:
         return question["question"]
+    if not has_cjk(question["question"]):
+        return conversation_query(question["question"], question["history"])
     return " ".join([*(str(t.get("content", "")) for t in question["history"]), question["question"]])
 
 
