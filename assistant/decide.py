@@ -576,13 +576,32 @@ _GENERIC_ATTRIBUTES = frozenset(_STEM.stemWords(
 ))
 
 
+# A count and the (up to four) words after it; a lookahead, so "ten models and four theories" sees both.
+_COUNTED = re.compile(r"(?:\b\d[\d,.]*\b|\b(?:%s)\b)(?=((?:\s+[\w-]+){1,4}))" % "|".join(_COUNT_WORDS), re.IGNORECASE)
+
+
 def states(intent: Intent, text: str) -> bool:
     """Whether an answer states what was asked: the slot (a number for "how many") and, when the
     question has a focus, its words ("how many value-labeled texts" needs texts, not components)."""
     if not has_slot(intent.slot, text):
         return False
     text_stems = set(stems(text))
-    return all(covered(t, text_stems, text) for t in focus_terms(intent.focus))
+    terms = focus_terms(intent.focus)
+    if not all(covered(t, text_stems, text) for t in terms):
+        return False
+    return intent.slot != "count" or not terms or counts_of(terms, text)
+
+
+def counts_of(terms: Sequence[str], text: str) -> bool:
+    """Whether a count in `text` counts the asked thing: a number or count word followed, within four
+    words, by a focus word ("seven LLM judges", "10 variables"). "How many value-labeled texts" is
+    not answered by "three components" in a sentence that also speaks of texts."""
+    text = re.sub(r"\[\d+(?:\s*[,;]\s*\d+)*\]", " ", text)
+    for match in _COUNTED.finditer(text):
+        words = match.group(1)
+        if any(covered(t, set(stems(words)), words) for t in terms):
+            return True
+    return False
 
 
 # Words that name the kind of thing asked for; a sentence that names one ("HoVer") need not say it.

@@ -13,7 +13,7 @@ import pytest
 from assistant import Answer, Assistant
 from assistant.answer import _AnswerField
 from assistant.decide import (
-    adds_nothing, conversation_query, question_names, read_question, refers_back, sanitize, unknown_specifics,
+    adds_nothing, conversation_query, question_names, read_question, refers_back, sanitize, states, unknown_specifics,
 )
 
 from conftest import make_settings
@@ -68,6 +68,13 @@ def test_the_focus_is_what_the_question_asks_for_in_its_own_words() -> None:
     assert read_question("Which papers are about routing tokens to experts?").topic == "routing tokens to experts"
     assert read_question("What are the three components it combines?").focus == "components"  # a count qualifies
     assert read_question("What kinds of visual prompts did they try?").focus == "visual prompts"
+
+
+def test_a_count_answers_how_many_only_when_it_counts_the_asked_thing() -> None:
+    intent = read_question("How many annotated images does the benchmark hold?")
+    assert states(intent, "The benchmark holds 12,000 annotated images [1].")
+    assert states(intent, "It has two splits and forty thousand annotated images.")
+    assert not states(intent, "The benchmark has three parts: a pool of annotated images, labels and a leaderboard.")
 
 
 # -- follow-ups ---------------------------------------------------------------------------------
