@@ -272,8 +272,9 @@ class Assistant:
         return self.retriever.sources
 
     def close(self) -> None:
-        """Stop the local LLM server, if this assistant started one."""
+        """Stop the local LLM server, if this assistant started one, and the retriever's thread."""
         self.engine.close()
+        self.retriever.close()
 
     def __enter__(self) -> Assistant:
         return self

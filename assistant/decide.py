@@ -247,6 +247,12 @@ _HOW_MANY = re.compile(r"\bhow many\s+((?:[\w-]+\s+){0,3}?[\w-]+)(?=\s+(?:does|d
                        r"had|can|could|in|of|for|on|they|it|the|were|did)\b|[?.!,]|$)", re.IGNORECASE)
 _HOW_MUCH = re.compile(r"\bhow (much|many times)\s+(?:(more|less|better|worse)\s+)?(%s[\w-]+(?: %s[\w-]+)?)?"
                        % (_NOT_AUX, _NOT_AUX), re.IGNORECASE)
+# "How much does it save in annotation?", "how much can the method reduce latency?": what changes,
+# and in what (the verb and its object), when no noun follows "how much".
+_HOW_MUCH_VERB = re.compile(
+    r"\bhow much\s+(?:does|do|did|can|could|will|would|is|are)\s+(?:[\w-]+\s+){1,3}?"
+    r"(save|reduce|cut|improve|lower|increase|gain|shrink|boost|compress|outperform|accelerate|speed up|beat)s?\b"
+    r"(?:\s+(?:in|on|of|the|its|their)\b)*\s*([\w-]+)?", re.IGNORECASE)
 _HOW_ADJ = re.compile(r"\bhow (large|big|fast|long|far|often|high|low|small|accurate|well|quickly|good)\b", re.IGNORECASE)
 # "how large a speedup", "how big an improvement in accuracy": the noun is what is asked, not the adjective.
 _HOW_ADJ_A = re.compile(r"\bhow (?:large|big|much of|high|small|strong|substantial|significant) an? ((?:[\w-]+ (?=in |of ))?[\w-]+)",
@@ -397,6 +403,7 @@ def _focus(q: str, slot: Slot) -> str:
             candidates += [m.group(1) for m in _NUMBER_OF.finditer(sentence)]
         for m in _HOW_MUCH.finditer(sentence):
             candidates.append(" ".join(g for g in m.groups()[1:] if g))
+        candidates += [" ".join(g for g in m.groups() if g) for m in _HOW_MUCH_VERB.finditer(sentence)]
         candidates += [m.group(1) for m in _HOW_ADJ_A.finditer(sentence)]
         candidates += [m.group(1) for m in _HOW_ADJ.finditer(sentence)]
         for m in _BY_HOW_MUCH.finditer(sentence):
@@ -628,7 +635,8 @@ def covered(term: str, sentence_stems: set[str], text: str) -> bool:
 
 
 def focus_sentences(intent: Intent, sentences: Sentences, question: str = "") -> list[int]:
-    """Indices of the sentences that say the focus (every focus stem) and can carry the slot.
+    """Indices of the sentences that say the focus (every focus stem) and can carry the slot (for a
+    count, a count of the focus).
 
     For a name or a dataset the sentence must hold a name the question does not already give
     ("which base LLM ... SCM-GRPO?" is not answered by a sentence naming only SCM-GRPO).
@@ -639,7 +647,7 @@ def focus_sentences(intent: Intent, sentences: Sentences, question: str = "") ->
     for i, clean in enumerate(sentences.clean):
         if terms and not all(covered(t, sentences.stems[i], clean) for t in terms):
             continue
-        if not has_slot(intent.slot, clean):
+        if not has_slot(intent.slot, clean) or (intent.slot == "count" and terms and not counts_of(terms, clean)):
             continue
         if intent.slot in ("name", "dataset") and not [n for n in question_names(clean) if n.lower() not in asked
                                                         and not generic(n)]:

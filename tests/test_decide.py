@@ -68,6 +68,7 @@ def test_the_focus_is_what_the_question_asks_for_in_its_own_words() -> None:
     assert read_question("Which papers are about routing tokens to experts?").topic == "routing tokens to experts"
     assert read_question("What are the three components it combines?").focus == "components"  # a count qualifies
     assert read_question("What kinds of visual prompts did they try?").focus == "visual prompts"
+    assert read_question("how much can the method reduce latency?").focus == "reduce latency"  # the verb and its object
 
 
 def test_a_count_answers_how_many_only_when_it_counts_the_asked_thing() -> None:
