@@ -73,6 +73,13 @@ class Assistant:
         self._groups: list[TopicGroup] | None = None
         self._warming: threading.Thread | None = None
         self._quiet_start = False  # a warm-up asked not to report the model's loading steps
+        # Questions and tables in progress, and when the last one ended: reading ahead waits for quiet.
+        self._activity = threading.Lock()
+        self._busy = 0
+        self._last_active = time.monotonic()
+        self._stop_reading = threading.Event()
+        self._reader: threading.Thread | None = None
+        self.read_ahead_progress = (0, 0)  # (papers read ahead, papers to read) of the current read-ahead
 
     def _connect_llm(self) -> Any:
         from .llm import connect
@@ -143,7 +150,7 @@ class Assistant:
     ) -> Iterator[Evidence | str | Answer]:
         """One `Evidence` (the papers being read and their closest sentences) as soon as retrieval is
         done, then draft tokens as the model writes them, then the final verified `Answer`."""
-        with contextlib.closing(self.engine.events(question, history=history, k=k, source=source)) as events:
+        with self._active(), contextlib.closing(self.engine.events(question, history=history, k=k, source=source)) as events:
             for event in events:
                 if isinstance(event, Answer) and "first_token" in event.timings:
                     self.warm_error = None  # the model answered: whatever stopped the warm-up is over
@@ -186,13 +193,14 @@ class Assistant:
                            "(ASSISTANT_MAX_TABLE_ROWS raises the limit).")
             rows = rows[: self.settings.max_table_rows]
         chosen = time.perf_counter() - started
-        for event in self.tables.events(rows, columns, topic=topic or "", notices=notices):
-            if isinstance(event, Table):
-                event.timings["rows"] = chosen
-                if "first_cell" in event.timings:
-                    event.timings["first_cell"] += chosen
-                event.timings["total"] = time.perf_counter() - started
-            yield event
+        with self._active():
+            for event in self.tables.events(rows, columns, topic=topic or "", notices=notices):
+                if isinstance(event, Table):
+                    event.timings["rows"] = chosen
+                    if "first_cell" in event.timings:
+                        event.timings["first_cell"] += chosen
+                    event.timings["total"] = time.perf_counter() - started
+                yield event
 
     def warm_up(self, background: bool = True, report: bool = True) -> threading.Thread | None:
         """Start the language model now, and have it read the fixed instructions, so the first
@@ -236,6 +244,75 @@ class Assistant:
             self.tables.keep(paper)
             yield paper
 
+    def read_ahead(self, idle_seconds: float | None = None, papers: list[str] | None = None) -> threading.Thread | None:
+        """In the background, have the model read papers ahead while nobody is asking: whenever no
+        question or table has been in progress for `idle_seconds` (default: the setting
+        `read_ahead_idle_seconds`), it keeps the next paper (`keep_papers`), until every paper (or
+        each of `papers`) is kept. A question that arrives meanwhile waits for at most the paper
+        being read (about 3 s; a paper read before takes a fraction of a second). Only with the
+        embedded model (other servers keep nothing); None when it does not run. Progress is in
+        `read_ahead_progress`; `close()` stops it."""
+        idle = self.settings.read_ahead_idle_seconds if idle_seconds is None else idle_seconds
+        if idle <= 0 or self.settings.llm_backend != "local" or self.settings.llm_base_url:
+            return None
+        chosen = self.papers_of(papers)
+        self.stop_read_ahead()
+        self._stop_reading.clear()
+        self.read_ahead_progress = (0, len(chosen))
+        self._reader = threading.Thread(target=self._read_ahead, args=(chosen, idle), name="read-ahead", daemon=True)
+        self._reader.start()
+        return self._reader
+
+    def stop_read_ahead(self) -> None:
+        """Stop reading ahead (after the paper being read, if any)."""
+        self._stop_reading.set()
+        if self._reader is not None and self._reader is not threading.current_thread():
+            self._reader.join()
+        self._reader = None
+
+    @property
+    def reading_ahead(self) -> bool:
+        return self._reader is not None and self._reader.is_alive()
+
+    def _read_ahead(self, papers: list[Paper], idle: float) -> None:
+        for done, paper in enumerate(papers, start=1):
+            if not self._wait_until_idle(idle):
+                return
+            try:
+                self.engine.keep_paper(paper)
+                if not self._wait_until_idle(idle):
+                    return
+                self.tables.keep(paper)
+            except Exception as exc:  # noqa: BLE001 - a model that stopped ends reading ahead; questions report it
+                log.warning("Stopped reading papers ahead: %s", exc)
+                return
+            self.read_ahead_progress = (done, len(papers))
+
+    def _wait_until_idle(self, idle: float) -> bool:
+        """Wait until the model is up and no question or table has been in progress for `idle`
+        seconds; False when reading ahead was stopped meanwhile."""
+        while not self._stop_reading.is_set():
+            with self._activity:
+                quiet = 0.0 if self._busy else time.monotonic() - self._last_active
+            if self.llm_loaded is None:  # still loading, or its start failed: never start it from here
+                quiet = 0.0
+            if quiet >= idle:
+                return True
+            self._stop_reading.wait(min(idle - quiet, 1.0) if quiet else min(idle, 1.0))
+        return False
+
+    @contextlib.contextmanager
+    def _active(self) -> Iterator[None]:
+        """Mark a question or table in progress (reading ahead waits until they are over)."""
+        with self._activity:
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._activity:
+                self._busy -= 1
+                self._last_active = time.monotonic()
+
     def papers_of(self, papers: list[str] | None = None, source: str | None = None) -> list[Paper]:
         """`papers` (ids, titles or labels, in that order, each once), else every paper of the corpus
         file `source`, else every paper."""
@@ -272,7 +349,9 @@ class Assistant:
         return self.retriever.sources
 
     def close(self) -> None:
-        """Stop the local LLM server, if this assistant started one, and the retriever's thread."""
+        """Stop reading ahead, the local LLM server (if this assistant started one) and the
+        retriever's thread."""
+        self.stop_read_ahead()
         self.engine.close()
         self.retriever.close()
 

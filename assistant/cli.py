@@ -188,6 +188,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def cmd_chat(args: argparse.Namespace) -> int:
     assistant = _open(settings_from_args(args))
     assistant.warm_up(report=False)  # loads while the first question is typed
+    assistant.read_ahead()  # and reads papers ahead (kept on disk) while nobody is asking
     history: list[dict[str, str]] = []
     print("Ask about the papers. Commands: /new starts a new conversation, /quit (or Ctrl-D) leaves.", file=sys.stderr)
     try:

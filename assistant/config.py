@@ -95,6 +95,12 @@ class Settings(BaseSettings):
     llm_prompt_cache_mb: int = Field(
         512, ge=0, le=65536, description="RAM for the local server's prompt cache (states of earlier prompts); 0 = off."
     )
+    read_ahead_idle_seconds: float = Field(
+        30.0, ge=0,
+        description="`assistant serve` and `assistant chat` with the embedded model: after this many seconds "
+        "without a question or table, the model reads papers it has not read before, one at a time, keeping each "
+        "on disk (a question arriving meanwhile waits for at most one paper, ~3 s); 0 = never.",
+    )
     llm_kept_states_mb: int = Field(
         2048, ge=0, le=1 << 20,
         description="Disk for the local model's kept prompt states (a paper read once is not read again, "

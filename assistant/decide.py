@@ -559,7 +559,15 @@ def adds_nothing(answer: str, question: str) -> bool:
     text = re.sub(r"\[\d+(?:\s*[,;]\s*\d+)*\]", " ", answer)
     asked = {s.rstrip("s") for s in [*stems(question), *_PLACEHOLDERS]}  # "LLM" asked, "LLMs" answered
     figures = numbers_in(question)
+    # A Chinese answer's content is in its characters, which `stems` does not see: "帧块相似性冗余"
+    # answers "哪一种冗余" although its only Latin words (EchoAttention, DiT) are the question's.
+    new_han = set(_HAN_CONTENT.findall(text)) - set(question)
+    if len(new_han) >= 2:
+        return False
     return all(s.rstrip("s") in asked for s in stems(text)) and numbers_in(text) <= figures
+
+
+_HAN_CONTENT = re.compile(r"[\u3400-\u9fff](?<![的了是在和与及也都有一这那个为将把被])")
 
 
 def has_slot(slot: Slot, text: str) -> bool:

@@ -44,6 +44,8 @@ def isolated_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
         patch.setenv("ASSISTANT_CACHE_DIR", str(model_cache))
         # Prompt states the model keeps on disk belong to the test session, not to the user.
         patch.setenv("ASSISTANT_LLM_KEPT_STATES_DIR", str(tmp_path_factory.mktemp("kept-states")))
+        # No reading ahead in the background of `serve` and `chat`: a test asks for it by name.
+        patch.setenv("ASSISTANT_READ_AHEAD_IDLE_SECONDS", "0")
         patch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data-home")))
         yield
 
@@ -51,7 +53,8 @@ def isolated_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
 def cli_env(index_dir: Path, **variables: str) -> dict[str, str]:
     """The environment of an `assistant` command run by a test: none of the caller's ASSISTANT_*
     settings, the store in `index_dir`, plus `variables` (ASSISTANT_* names)."""
-    shared = ("ASSISTANT_CACHE_DIR", "ASSISTANT_LLM_KEPT_STATES_DIR")  # the shared model cache, the session's states
+    # the shared model cache, the session's states, no reading ahead
+    shared = ("ASSISTANT_CACHE_DIR", "ASSISTANT_LLM_KEPT_STATES_DIR", "ASSISTANT_READ_AHEAD_IDLE_SECONDS")
     env = {key: value for key, value in os.environ.items() if not key.startswith("ASSISTANT_") or key in shared}
     return {**env, "ASSISTANT_INDEX_DIR": str(index_dir), **variables}
 

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import socket
+import time
 
 import pytest
 
@@ -20,7 +21,7 @@ from assistant.errors import QuestionError
 from assistant.decide import unknown_specifics
 from assistant.load import load_papers
 
-from conftest import CORPUS_FILES, free_port, make_settings, run_cli
+from conftest import CORPUS_FILES, HANG_GUARD, free_port, make_settings, run_cli
 
 ASKED_ABOUT_VEGAS = [
     {"role": "user", "content": "What is Vegas?"},
@@ -125,6 +126,28 @@ def test_a_paper_read_ahead_is_kept_for_its_questions_and_its_table_rows(shared_
     assert answer.passages[0].paper.title == "ARM" and not answer.refused
     # The question's prompt opened exactly as the kept one: nothing new was kept for it.
     assert set(tmp_path.rglob("*.npz")) == kept
+
+
+@pytest.mark.llm
+def test_papers_are_read_ahead_once_nobody_is_asking(shared_index_dir, tmp_path):
+    with Assistant.from_settings(make_settings(shared_index_dir, llm_kept_states_dir=tmp_path)) as assistant:
+        assistant.warm_up(background=False)
+        asking = assistant.events("How does UPipe cut the memory of attention?")
+        assert isinstance(next(asking), Evidence)  # a question is in progress
+        reader = assistant.read_ahead(idle_seconds=0.3, papers=["UPipe"])
+        time.sleep(1.5)
+        assert assistant.read_ahead_progress == (0, 1) and not list(tmp_path.rglob("*.npz"))
+        asking.close()  # the question is over: after 0.3 s of quiet the paper is read
+        reader.join(timeout=HANG_GUARD)
+        assert assistant.read_ahead_progress == (1, 1) and not assistant.reading_ahead
+        assert len(list(tmp_path.rglob("*.npz"))) == 2  # as a question's prompt and as a table row's begin
+
+
+def test_reading_ahead_needs_the_embedded_model(shared_index_dir, scripted_llm):
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
+    with Assistant.from_settings(settings) as assistant:
+        assert assistant.read_ahead(idle_seconds=0.1) is None and not assistant.reading_ahead
+    assert scripted_llm.requests == []
 
 
 @pytest.mark.llm

@@ -133,6 +133,10 @@ def test_an_answer_that_only_restates_the_question_adds_nothing() -> None:
     assert adds_nothing("LLM judges in the Item Response Theory study are described in source [1].", question)
     assert not adds_nothing("The study analysed GPT-4o, Claude and five other judges [1].", question)
     assert not adds_nothing("It reaches 2.81× [1].", "What speedup does it reach?"), "a new figure is content"
+    # A Chinese answer's content is in its characters, not in the Latin names it shares with the question.
+    chinese = "Vegas 用什么方法挑选关键的 KV 条目？"
+    assert not adds_nothing("Vegas 通过验证过程识别关键的 KV 条目 [1]。", chinese)
+    assert adds_nothing("Vegas 挑选关键的 KV 条目 [1]。", chinese)
 
 
 def test_the_answer_field_streams_out_of_json_as_it_is_generated() -> None:

@@ -319,11 +319,12 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
             concurrency_limit=1, concurrency_id=LLM_CONCURRENCY, show_progress="hidden", api_visibility="private",
         )
         table_grid.select(compare.select, [table_state], [cell_view], show_progress="hidden", **hidden)
-        # While the model loads in the background the line follows its state, then the timer stops.
+        # While the model loads or reads papers ahead the line follows it, then the timer stops.
         model_timer = gr.Timer(1.0, active=False)
 
         def refresh_model_line() -> tuple[str, Any]:
-            return model_status(assistant, settings), gr.Timer(active=assistant.model_state == "loading")
+            return model_status(assistant, settings), gr.Timer(active=assistant.model_state == "loading"
+                                                                or assistant.reading_ahead)
 
         model_timer.tick(refresh_model_line, None, [model_line, model_timer], show_progress="hidden", **hidden)
         app.load(refresh_model_line, None, [model_line, model_timer], show_progress="hidden", **hidden)
@@ -375,6 +376,7 @@ def serve(settings: Settings | None = None, host: str | None = None, port: int |
     try:
         app = build_app(assistant, settings)
         assistant.warm_up()  # in the background: the page is up at once and shows the model loading
+        assistant.read_ahead()  # then, whenever nobody is asking, the model reads the papers it has not read
         say(f"Serving {app_title(assistant.papers)} on http://{host}:{port}" + (" (login required)" if auth else ""))
         app.launch(server_name=host, server_port=port, auth=auth, show_error=False, quiet=True, **launch_options())
     finally:

@@ -66,6 +66,9 @@ def model_status(assistant: Any, settings: Settings) -> str:
     elif llm is not None:
         loaded = assistant.timings.get("llm_start")
         state = f"ready (loaded in {loaded:.1f} s)" if loaded is not None else "ready"
+        done, total = assistant.read_ahead_progress
+        if assistant.reading_ahead and done < total:
+            state += f" · reading papers ahead when idle: {done}/{total}"
         name, css = getattr(llm, "name", backend_label(settings)), "ok"
     elif settings.llm_backend == "local" and not settings.llm_base_url:
         name, state, css = backend_label(settings), "starts on the first question", "idle"
