@@ -349,11 +349,9 @@ class Assistant:
         return self.retriever.sources
 
     def close(self) -> None:
-        """Stop reading ahead, the local LLM server (if this assistant started one) and the
-        retriever's thread."""
+        """Stop reading ahead, and the local LLM server if this assistant started one."""
         self.stop_read_ahead()
         self.engine.close()
-        self.retriever.close()
 
     def __enter__(self) -> Assistant:
         return self

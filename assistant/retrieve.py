@@ -17,7 +17,6 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,24 +121,14 @@ class HybridRetriever:
         # bm25s logs a warning per query for tokens absent from the corpus; that is expected.
         logging.getLogger("bm25s").setLevel(logging.ERROR)
         self.bm25 = load_bm25(settings, store)
-        # The keyword side needs no query vector: it runs on this thread while the question is
-        # embedded and Chroma searches (both release the GIL), so a retrieval costs about as much
-        # as the dense side alone.
-        self._keyword_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bm25")
 
     def _dense(self, query: QueryBundle, source: str | None, n: int) -> list[NodeWithScore]:
         filters = MetadataFilters(filters=[ExactMatchFilter(key="source", value=source)]) if source else None
         return self.index.as_retriever(similarity_top_k=n, filters=filters).retrieve(query)
 
-    def _keyword(self, question: str, source: str | None) -> tuple[list[NodeWithScore], float]:
-        """The BM25 hits (of `source` only, when given), and the seconds they took."""
-        started = time.perf_counter()
-        hits = self.bm25.retrieve(QueryBundle(query_str=question))
-        hits = [h for h in hits if source is None or h.node.metadata.get("source") == source]
-        return hits, time.perf_counter() - started
-
-    def close(self) -> None:
-        self._keyword_thread.shutdown(wait=False, cancel_futures=True)
+    def _keyword(self, query: QueryBundle, source: str | None) -> list[NodeWithScore]:
+        hits = self.bm25.retrieve(query)
+        return [h for h in hits if source is None or h.node.metadata.get("source") == source]
 
     def _report_unknown(self, paper_id: str) -> None:
         """Note a stored chunk of a paper the corpus does not have; say so once per process."""
@@ -178,8 +167,7 @@ class HybridRetriever:
         """The `k` best papers for `question`, best first (optionally only from corpus file `source`).
 
         `embedding` is the question's vector when the caller already has it (it is not recomputed).
-        `timings`, if given, receives the seconds of each part: query_embedding, dense, keyword (run
-        beside the first two), keyword_wait (what it added after them), fuse.
+        `timings`, if given, receives the seconds of each part: query_embedding, dense, keyword, fuse.
         """
         spent = timings if timings is not None else {}
         mark = time.perf_counter()
@@ -197,19 +185,13 @@ class HybridRetriever:
             raise QuestionError(f"Unknown source file '{source}'. Indexed files: {', '.join(self.sources)}.")
         k = k or self.settings.k
         fusion = fusion or self.settings.fusion
-        keyword_hits = self._keyword_thread.submit(self._keyword, question, source) if fusion != "dense" else None
         query = QueryBundle(query_str=question, embedding=embedding or self.embedder.get_query_embedding(question))
         lap("query_embedding")
         n = max(self.settings.candidates, k * 3)
         dense = self._best_per_paper(self._dense(query, source, n), cosine=True) if fusion != "bm25" else {}
         lap("dense")
-        keyword: dict[str, _Side] = {}
-        spent["keyword"] = 0.0
-        if keyword_hits is not None:
-            hits, spent["keyword"] = keyword_hits.result()
-            keyword = self._best_per_paper(hits, cosine=False)
-        spent["keyword_wait"] = time.perf_counter() - mark  # what the keyword side added after the dense side
-        mark = time.perf_counter()
+        keyword = self._best_per_paper(self._keyword(query, source), cosine=False) if fusion != "dense" else {}
+        lap("keyword")
         scores = self._fuse(dense, keyword, fusion)
         ranked = sorted(scores, key=lambda p: -scores[p])[:k]
         passages = []

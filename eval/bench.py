@@ -472,7 +472,7 @@ def measure_retrieval(a: Assistant, questions: list[str], k: int = 5) -> dict[st
     for q in questions[:3]:  # warm-up
         a.retrieve(q, k=k)
         text_collection.query(query_texts=[q], n_results=n)
-    parts = ("query_embedding", "dense", "keyword", "keyword_wait", "fuse")
+    parts = ("query_embedding", "dense", "keyword", "fuse")
     times: dict[str, list[float]] = {
         name: [] for name in ("retrieve", *parts, "chroma_text_query", "bare_chroma", "store_query")
     }
@@ -517,13 +517,11 @@ def print_retrieval(res: dict[str, Any], label: str) -> None:
     say("    its parts, as retrieve() reports them:")
     say(f"      query embedding             {fmt_ms(res['query_embedding'])}")
     say(f"      dense side via llama-index  {fmt_ms(res['dense'])}")
-    say(f"      BM25 side (its own thread)  {fmt_ms(res['keyword'])}")
-    say(f"      waited for BM25 after dense {fmt_ms(res['keyword_wait'])}")
+    say(f"      BM25 side                   {fmt_ms(res['keyword'])}")
     say(f"      fusion                      {fmt_ms(res['fuse'])}")
     say(
         f"    ratio retrieve / chroma text query (p50) = {res['ratio_retrieve_to_chroma_text_query_p50']}x "
-        "(Chroma embeds the question with the same MiniLM and runs the dense query; retrieve adds BM25, run beside "
-        "the embedding and the dense query, and fusion)"
+        "(Chroma embeds the question with the same MiniLM and runs the dense query; retrieve adds BM25 and fusion)"
     )
     say(f"    ratio retrieve p50 / bare chromadb p50 = {res['ratio_retrieve_to_bare_p50']}x")
     say(

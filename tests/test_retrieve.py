@@ -149,11 +149,9 @@ def test_retrieval_reports_the_time_of_each_of_its_parts(shared_assistant: Assis
     mark = time.perf_counter()
     shared_assistant.retrieve(SAMPLE_QUESTIONS[0], timings=timings)
     spent = time.perf_counter() - mark
-    assert set(timings) == {"query_embedding", "dense", "keyword", "keyword_wait", "fuse"}
+    assert set(timings) == {"query_embedding", "dense", "keyword", "fuse"}
     assert all(seconds > 0 for seconds in timings.values())
-    # BM25 runs on its own thread beside the embedding and the dense query; the rest is in turn.
-    assert timings["keyword"] <= spent
-    assert sum(timings[part] for part in ("query_embedding", "dense", "keyword_wait", "fuse")) <= spent
+    assert sum(timings.values()) <= spent
 
 
 def test_the_keyword_index_is_saved_under_the_index_fingerprint(tmp_path: Path, corpus_copy: list[Path]) -> None:
