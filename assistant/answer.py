@@ -29,10 +29,9 @@ from .embed import encode
 from .errors import LLMError, QuestionError
 from .prompts import REFUSAL_SENTINEL, load_prompts
 from .retrieve import HybridRetriever
-from .text import has_cjk, shorten
+from .text import HAN, has_cjk, shorten
 from .types import Answer, Citation, Evidence, Paper, Passage
 
-_HAN = re.compile(r"[\u3400-\u9fff]")
 _KANA_HANGUL = re.compile(r"[\u3040-\u30ff\uac00-\ud7af]")
 _SENTINEL = re.compile(r"\s*\b" + re.escape(REFUSAL_SENTINEL).replace("_", "[_ ]") + r"\b[.!]?", re.IGNORECASE)
 # Some sentence of the candidates must say the topic clearly: on off-topic questions ("spiking
@@ -106,7 +105,7 @@ class AnswerEngine:
             return question, question
         if not has_cjk(question) and self.settings.follow_up_search == "conversation":
             return decide.conversation_query(question, turns), question
-        transcript = "\n".join(f"{t.get('role', 'user')}: {str(t.get('content', ''))[:600]}" for t in turns) or "(none)"
+        transcript = "\n".join(f"{t.get('role', 'user')}: {str(t.get('content', ''))[:decide.TURN_CHARS]}" for t in turns) or "(none)"
         prompt = self.prompts.condense.format(history=transcript, question=question)
         query = self.llm.chat([{"role": "user", "content": prompt}], max_tokens=64)
         query = query.strip().strip('"').splitlines()[0].strip() if query.strip() else ""
@@ -223,7 +222,7 @@ class AnswerEngine:
         """The model declined although the evidence answers the question: answer with those sentences."""
         indices = sorted(indices)
         body = " ".join(source.clean_sentences[i] for i in indices)
-        if _HAN.search(answer.question) and not _KANA_HANGUL.search(answer.question):
+        if HAN.search(answer.question) and not _KANA_HANGUL.search(answer.question):
             # A Chinese question gets its frame in Chinese; the quoted sentences stay the abstract's.
             lead = f"可能是 {source.paper.title} [{source.number}]。" if intent.kind == "which_paper" else ""
             lead += "摘要原文："

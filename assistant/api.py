@@ -298,7 +298,7 @@ class Assistant:
                 quiet = 0.0
             if quiet >= idle:
                 return True
-            self._stop_reading.wait(min(idle - quiet, 1.0) if quiet else min(idle, 1.0))
+            self._stop_reading.wait(min(idle - quiet, 1.0))
         return False
 
     @contextlib.contextmanager

@@ -31,7 +31,7 @@ import numpy as np
 import Stemmer
 
 from .cite import Source, has_number, numbers_in, sentence_pairs
-from .text import NOT_NAMES
+from .text import HAN, NOT_NAMES
 from .types import Paper, Passage
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -333,7 +333,7 @@ def read_question(question: str, original: str = "") -> Intent:
 _POINTS_BACK = re.compile(
     r"\b(?:it|its|itself|they|them|their|theirs|themselves)\b"
     r"|(?:^|[.?!,;:]\s*|\b(?:of|for|in|on|with|about|by|from|to|under|behind|does|do|did|was|is|are|were|when|where|"
-    r"how|and|use|uses|used|using|in)\s+)(?:this|that|these|those|the same)\s+(?!(?:is|are|was|were|does|do|did|has|have)\b)[\w-]+"
+    r"how|and|use|uses|used|using)\s+)(?:this|that|these|those|the same)\s+(?!(?:is|are|was|were|does|do|did|has|have)\b)[\w-]+"
     r"|\bthe (?:paper|work|study|method|approach|model|framework|technique|algorithm|authors|system|idea|proposal)\b"
     r"(?!\s+(?:on|about|that|which|where|for|from|in|with|called|named|by|of|proposing|using|studying)\b)",
     re.IGNORECASE,
@@ -369,6 +369,7 @@ def refers_back(question: str) -> bool:
     return False
 
 
+TURN_CHARS = 600  # of an earlier message, read with a follow-up (by the search, or by the model's rewrite)
 FOLLOW_UP_ANSWER_CHARS = 300  # of the last answer, searched with a follow-up that leans on it (it names the paper)
 
 
@@ -379,13 +380,13 @@ def conversation_query(question: str, history: Sequence[dict[str, str]]) -> str:
     model's rewrite did, and costs no model call."""
     if not history or not refers_back(question):
         return question
-    context = [last_said(history, "user")[:600], last_said(history, "assistant")[:FOLLOW_UP_ANSWER_CHARS]]
+    context = [last_said(history, "user")[:TURN_CHARS], last_said(history, "assistant")[:FOLLOW_UP_ANSWER_CHARS]]
     return " ".join([question, *filter(None, context)])
 
 
 def with_last_question(question: str, history: Sequence[dict[str, str]]) -> str:
     """A follow-up with the question it follows: what its evidence sentences are weighed against."""
-    return " ".join(filter(None, [question, last_said(history, "user")[:600]]))
+    return " ".join(filter(None, [question, last_said(history, "user")[:TURN_CHARS]]))
 
 
 def last_said(history: Sequence[dict[str, str]], role: str) -> str:
@@ -567,7 +568,7 @@ def adds_nothing(answer: str, question: str) -> bool:
     return all(s.rstrip("s") in asked for s in stems(text)) and numbers_in(text) <= figures
 
 
-_HAN_CONTENT = re.compile(r"[\u3400-\u9fff](?<![的了是在和与及也都有一这那个为将把被])")
+_HAN_CONTENT = re.compile(HAN.pattern + r"(?<![的了是在和与及也都有一这那个为将把被])")
 
 
 def has_slot(slot: Slot, text: str) -> bool:

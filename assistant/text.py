@@ -55,7 +55,9 @@ NOT_NAMES = {
     "Monte", "Carlo", "Boltzmann", "Earth", "Lp", "TPR", "FPR", "OOD", "MDP", "MDPs", "VLM", "VLMs",
 }
 
-# Chinese, Japanese and Korean characters: a question in one of these scripts is answered in it.
+# Chinese (Han) characters, and with kana and hangul all CJK ones: a question in one of these
+# scripts is answered in it.
+HAN = re.compile(r"[\u3400-\u9fff]")
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 
