@@ -164,17 +164,31 @@ _TOPIC = re.compile(
     r"(?:papers|works|studies|articles|methods|approaches|publications)\b"
     r"|\b(?:is there|are there|which|what|any)\s+(?:any\s+)?(?:[\w-]+\s+)?(?:work|research)\b(?!\s+(?:that|which|where)\b)"
     r"|\b(?:papers|studies|articles|publications)\s+(?:on|about|that|which|dealing|looking|related|in|address\w*|"
-    r"tackl\w*|use|using|with)\b",
+    r"tackl\w*|use|using|with)\b"
+    # "what in this collection is about X", "anything on X?", "X - anything in here on that?", "3d generation papers?"
+    r"|\bwhat\s+in\s+(?:this|the)\s+(?:collection|corpus|list)\b"
+    r"|(?:^|[?.!]\s+|\b(?:is there|are there|and)\s+)anything\s+(?:on|about|in here|here)\b"
+    r"|\s[-\u2013\u2014:,]\s*anything\b"
+    r"|^(?!(?:what|which|how|why|who|when|where|do|does|did|is|are|can|could|should)\b)[\w\s/+-]{2,50}?\s+papers\s*\??$",
     re.IGNORECASE,
 )
 _TOPIC_FRAME = re.compile(
-    r"^.*?\b(?:papers|works|work|studies|articles|methods|approaches|publications|research)\b"
+    r"^.*?\b(?:papers|works|work|studies|articles|methods|approaches|publications|research|anything|"
+    r"in (?:this|the) (?:collection|corpus|list))\b"
     r"(?:\s+(?:in|of)\s+(?:this|the)\s+(?:collection|corpus|conference|list))?(?:\s+is\s+there)?"
     r"(?:\s+(?:are|is|were|that|which|does|do)\b)*\s*(?:about|on|related to|dealing with|deal with|address(?:es)?|"
     r"look(?:s|ing)? at|study|studies|tackle|tackles|focus(?:es)? on|work on|use|using|apply|applying|propose|"
     r"in|with|for|concern(?:ing)?|regarding|covering|cover)?\s*",
     re.IGNORECASE,
 )
+# The frame at the end: "X - anything in here on that?", "3d generation papers?"
+_TOPIC_TAIL = re.compile(
+    r"(?:\s[-\u2013\u2014:,]\s*anything\b.*|[?.!]\s+anything(?:\s+(?:in\s+)?here)?(?:\s+on\s+(?:that|this))?\s*\??"
+    r"|\s+papers\s*\??)$",
+    re.IGNORECASE,
+)
+# What the frame leaves of a second verb ("use or analyse GRPO") and a leading article.
+_TOPIC_LEAD = re.compile(r"^(?:(?:or|and|and/or)\s+[\w-]+\s+(?=\S))?(?:(?:a|an|the)\s+(?=\S))?", re.IGNORECASE)
 _COMPARE = re.compile(
     r"\b(?:differ|differs|difference|differences|different from|contrast|versus|vs\.?|similarities|in common)\b"
     r"|^\s*compare\b|\bcompar\w* between\b|\bhow do\b.+\band\b.+\b(?:relate|compare)\b"
@@ -293,7 +307,12 @@ def read_question(question: str, original: str = "") -> Intent:
     # against?": a detail of one paper, not a list of papers.
     asks_of_one = re.search(r"\b(?:it|its)\b", q, re.IGNORECASE)
     if _TOPIC.search(q) and not re.search(r"\bwhich (?:paper|one)\b", q, re.IGNORECASE) and not asks_of_one:
-        topic = _TOPIC_FRAME.sub("", q, count=1).strip(" ?.!") if _TOPIC_FRAME.match(q) else q
+        tail = _TOPIC_TAIL.search(q)
+        if tail:
+            topic = q[: tail.start()].strip(" ?.!")
+        else:
+            topic = _TOPIC_FRAME.sub("", q, count=1).strip(" ?.!") if _TOPIC_FRAME.match(q) else q
+        topic = _TOPIC_LEAD.sub("", topic, count=1)
         return Intent("topic", "papers", "", topic or q)
     which = bool(_WHICH_PAPER.search(q))
     # "... depends on how many requests show up", "tell how much to trust": an embedded clause

@@ -54,6 +54,26 @@ def test_the_kind_and_asked_slot_of_a_question(question: str, kind: str, slot: s
     assert (intent.kind, intent.slot) == (kind, slot)
 
 
+@pytest.mark.parametrize(
+    "question, topic",
+    [
+        ("what in this collection is about quantum error correction?", "quantum error correction"),
+        ("anything on speech recognition?", "speech recognition"),
+        ("graph neural networks - anything in here on that?", "graph neural networks"),
+        ("I need work on protein folding. Anything here?", "I need work on protein folding"),
+        ("protein folding papers?", "protein folding"),
+        ("Which papers use or extend low-rank adapters?", "low-rank adapters"),
+    ],
+)
+def test_a_topic_question_is_read_in_the_ways_users_ask_it(question: str, topic: str) -> None:
+    intent = read_question(question)
+    assert (intent.kind, intent.topic) == ("topic", topic)
+
+
+def test_asking_whether_one_abstract_says_anything_is_not_a_topic_question() -> None:
+    assert read_question("Does the Vegas abstract say anything about its batch size?").kind == "fact"
+
+
 def test_a_chinese_which_paper_question_stays_one_when_its_english_rewrite_is_a_bare_phrase() -> None:
     intent = read_question("Sparse attention in video editing research", original="哪篇论文研究了视频编辑中的稀疏注意力？")
     assert (intent.kind, intent.slot) == ("which_paper", "paper")
