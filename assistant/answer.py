@@ -28,6 +28,7 @@ from .decide import Decision, ScoredSentence, Intent, SentenceBank
 from .embed import encode
 from .errors import LLMError, QuestionError
 from .prompts import REFUSAL_SENTINEL, load_prompts
+from .rerank import LazyCrossEncoder
 from .retrieve import HybridRetriever
 from .text import HAN, has_cjk, shorten
 from .types import Answer, Citation, Evidence, Paper, Passage
@@ -50,6 +51,7 @@ class AnswerEngine:
         self.embedder = embedder
         self.prompts = load_prompts()
         self.sentences = SentenceBank(self._encode)
+        self.rerank = LazyCrossEncoder()  # topic lists and topic tables only
         self._connect = connect
         self._llm: Any = None
         self._llm_lock = threading.Lock()  # a warm-up thread and a question must not start two servers
@@ -239,7 +241,7 @@ class AnswerEngine:
         """Every candidate paper whose own best sentence supports the topic, each cited with it."""
         topic_vector = self._encode([intent.topic])[0] if intent.topic else query_vector
         members, scored = decide.on_topic(
-            intent.topic, topic_vector, candidates, self.sentences, self.settings.topic_threshold, self.settings.topic_margin
+            intent.topic, topic_vector, candidates, self.sentences, self.rerank, self.settings.topic_threshold
         )
         if not scored:
             return None

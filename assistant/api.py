@@ -68,7 +68,7 @@ class Assistant:
         self.timings: dict[str, float] = {}
         self.engine = AnswerEngine(settings, self.retriever, embedder, self._connect_llm)
         self.tables = TableBuilder(settings, self.retriever, self.engine.sentences, self.engine._encode,
-                                   lambda: self.engine.llm, self.engine.prompts)
+                                   self.engine.rerank, lambda: self.engine.llm, self.engine.prompts)
         self.warm_error: str | None = None  # why a background warm-up failed, if it did
         self._groups: list[TopicGroup] | None = None
         self._warming: threading.Thread | None = None

@@ -168,11 +168,11 @@ class Settings(BaseSettings):
         "abstract does not give gets a near-miss reply naming that paper, else a plain refusal.",
     )
     topic_threshold: float = Field(
-        0.86,
-        description="Topic questions list every candidate whose topic score (its best sentence's similarity to the "
-        "topic + its fused retrieval score + 0.4 x its relative keyword score) reaches this...",
+        0.3, ge=0.0, le=1.0,
+        description="Topic questions list every candidate whose probability of being on the topic (a rule over its "
+        "sentences' similarity, retrieval scores and the cross-encoder's reading, fitted by eval/fit_topic.py) "
+        "reaches this.",
     )
-    topic_margin: float = Field(0.51, description="...and is within this of the best candidate's.")
     topic_candidates: int = Field(12, ge=1, le=100, description="Papers considered for a topic question's list.")
     answer_format: Literal["draft", "quote_first"] = Field(
         "draft",
@@ -181,8 +181,8 @@ class Settings(BaseSettings):
     )
     table_candidates: int = Field(20, ge=1, le=200, description="Papers considered for the rows of a table chosen by topic.")
     table_topic_threshold: float = Field(
-        0.86, description="A paper becomes a row of a topic table when its topic score (as for topic questions) "
-        "reaches this and is within topic_margin of the best candidate's.",
+        0.3, ge=0.0, le=1.0, description="A paper becomes a row of a topic table when its probability of being on "
+        "the topic (as for topic questions) reaches this.",
     )
     max_table_rows: int = Field(40, ge=1, le=500, description="The most papers (rows) one table holds.")
     history_turns: int = Field(6, ge=0, le=50, description="Earlier messages used to understand a follow-up.")

@@ -804,38 +804,81 @@ def named_papers(question: str, passages: Sequence[Passage]) -> list[Passage]:
 # -- topics ---------------------------------------------------------------------------------------
 
 TOPIC_KEYWORD_WEIGHT = 0.4  # a topic's own words in a paper's chunks count beside the fused score
+# What tells a candidate on the topic from one near it, each also as its distance from the best
+# candidate's (a broad topic has many near papers, a narrow one a clear gap):
+# - relevance: its best sentence's similarity to the topic + its fused retrieval score + 0.4 x its
+#   keyword score relative to the best candidate's;
+# - the cross-encoder's logit for its closest sentence, and for its title and abstract read whole.
+TOPIC_FEATURES = ("relevance", "relevance - best", "sentence logit", "sentence logit - best",
+                  "abstract logit", "abstract logit - best")
+# A logistic regression over those features, fitted by eval/fit_topic.py on the evaluation's topic and
+# multi-paper questions (leave-one-question-out estimates are printed there); not tuned on single questions.
+TOPIC_WEIGHTS = (0.7968, 0.5106, 0.1194, 0.1082, 0.1382, 0.1753)
+TOPIC_BIAS = 1.2024
+
+TOPIC_SENTENCES_READ = 3
+# No paper of the evaluation's topic questions (39, 94 gold papers) had a relevance under 0.75.
+TOPIC_RELEVANCE_FLOOR = 0.7
+UNRELATED_LOGIT = -12.0
+Rerank = Callable[[str, Sequence[str]], np.ndarray]
 
 
 @dataclass(frozen=True)
 class TopicMember:
-    """A candidate paper weighed for a topic: its own sentence closest to the topic, and its score."""
+    """A candidate paper weighed for a topic: its own sentence closest to the topic, and how likely
+    it is on the topic (0-1)."""
 
     passage: Passage
     sentence: ScoredSentence
     score: float
 
 
-def on_topic(
-    topic: str, topic_vector: np.ndarray, candidates: Sequence[Passage], bank: SentenceBank, threshold: float, margin: float
-) -> tuple[list[TopicMember], list[TopicMember]]:
-    """The candidates on `topic` (each with the sentence that shows it), and every candidate weighed, best first.
-
-    A paper is on the topic when its own best sentence is close to it and retrieval ranks it high
-    on both sides (dense and keyword): weights chosen on a recall/precision grid over the
-    evaluation's topic and multi-paper questions, not on single questions. Used by topic questions
-    and by the rows of a table chosen by topic.
-    """
+def topic_features(
+    topic: str, topic_vector: np.ndarray, candidates: Sequence[Passage], bank: SentenceBank, rerank: Rerank
+) -> list[tuple[Passage, ScoredSentence, np.ndarray]]:
+    """Each candidate with the sentence that best shows the topic and its `TOPIC_FEATURES`, in candidate order."""
     bank.warm([p.paper for p in candidates])
     topic_stems = set(stems(topic))
     top_keyword = max((p.keyword_score for p in candidates), default=0.0) or 1.0
-    scored = []
+    weighed = []  # (passage, its sentences closest to the topic, relevance)
     for passage in candidates:
-        top = best(score_sentences(bank.get(passage.paper), topic_vector, topic_stems), 1)
-        if top:
-            score = top[0].score + passage.score + TOPIC_KEYWORD_WEIGHT * passage.keyword_score / top_keyword
-            scored.append(TopicMember(passage, top[0], score))
+        scored = score_sentences(bank.get(passage.paper), topic_vector, topic_stems)
+        if scored:
+            relevance = max(s.score for s in scored) + passage.score + TOPIC_KEYWORD_WEIGHT * passage.keyword_score / top_keyword
+            weighed.append((passage, best(scored, TOPIC_SENTENCES_READ), relevance))
+    if not weighed:
+        return []
+    # The cross-encoder reads, in two batches, the closest sentences and the whole abstract of every
+    # candidate not far from the topic on every other count (its logits bottom out near -11 for
+    # unrelated text, so the others get that without being read).
+    read = [(p, closest) for p, closest, relevance in weighed if relevance >= TOPIC_RELEVANCE_FLOOR]
+    sentence_logits = iter(rerank(topic, [s.clean for _, closest in read for s in closest]))
+    abstract_logits = iter(rerank(topic, [f"{p.paper.title}. {p.paper.text}" for p, _ in read]))
+    rows = []
+    for passage, closest, relevance in weighed:
+        if relevance < TOPIC_RELEVANCE_FLOOR:
+            rows.append((passage, closest[0], np.array([relevance, UNRELATED_LOGIT, UNRELATED_LOGIT])))
+            continue
+        logits = [float(next(sentence_logits)) for _ in closest]
+        whole = float(next(abstract_logits))
+        rows.append((passage, closest[int(np.argmax(logits))], np.array([relevance, max(logits), whole])))
+    best_values = np.max([values for _, _, values in rows], axis=0)
+    return [(p, s, np.column_stack([v, v - best_values]).ravel()) for p, s, v in rows]
+
+
+def on_topic(
+    topic: str, topic_vector: np.ndarray, candidates: Sequence[Passage], bank: SentenceBank, rerank: Rerank,
+    threshold: float,
+) -> tuple[list[TopicMember], list[TopicMember]]:
+    """The candidates on `topic` (each with the sentence that shows it), and every candidate weighed, best first.
+
+    A candidate is on the topic when the fitted rule (`TOPIC_WEIGHTS`) gives it a probability of at
+    least `threshold`. Used by topic questions and by the rows of a table chosen by topic.
+    """
+    weights = np.array(TOPIC_WEIGHTS)
+    scored = [
+        TopicMember(p, s, round(float(1 / (1 + np.exp(-(features @ weights + TOPIC_BIAS)))), 4))
+        for p, s, features in topic_features(topic, topic_vector, candidates, bank, rerank)
+    ]
     scored.sort(key=lambda m: -m.score)
-    if not scored:
-        return [], []
-    members = [m for m in scored if m.score >= threshold and m.score >= scored[0].score - margin]
-    return members, scored
+    return [m for m in scored if m.score >= threshold], scored

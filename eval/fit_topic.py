@@ -1,0 +1,119 @@
+"""Fit the rule that decides which candidates of a topic question are on the topic.
+
+For every topic and multi-paper question of the evaluation set that reads as a topic question, it
+retrieves the candidates the assistant would weigh, computes `decide.TOPIC_FEATURES` for each, and
+fits a logistic regression (gold paper or not). It prints the leave-one-question-out precision and
+recall of the listed papers per question type (what the rule would score on questions it was not
+fitted on) for a few thresholds, and the weights to copy into `decide.TOPIC_WEIGHTS` / `TOPIC_BIAS`.
+
+    python eval/fit_topic.py --index-dir /tmp/store [--held-out more_topics.jsonl]
+
+`--held-out` scores the rule fitted on the whole set on other questions, never used for fitting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+
+from assistant import decide
+from assistant.api import Assistant
+from assistant.config import Settings
+
+HERE = Path(__file__).resolve().parent
+THRESHOLDS = (0.2, 0.3, 0.4, 0.5)
+
+
+def load(path: Path) -> list[dict]:
+    questions = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [q for q in questions if q["type"] in ("topic", "multi_paper")]
+
+
+def features(assistant: Assistant, questions: list[dict], k: int) -> list[dict]:
+    """Per question: its type, gold count, and each candidate's features with whether it is gold."""
+    engine = assistant.engine
+    out = []
+    for q in questions:
+        intent = decide.read_question(q["question"])
+        if intent.kind != "topic":
+            print(f"  {q['id']}: read as {intent.kind}, not a topic question; skipped")
+            continue
+        gold = {f"{g['source']}#{g['ordinal']}" for g in q["gold"]}
+        query_vector = engine._encode([q["question"]])[0]
+        topic_vector = engine._encode([intent.topic])[0] if intent.topic else query_vector
+        candidates = assistant.retriever.retrieve(q["question"], k=k, embedding=query_vector.tolist())
+        rows = decide.topic_features(intent.topic, topic_vector, candidates, engine.sentences, engine.rerank)
+        out.append({
+            "id": q["id"], "type": q["type"], "gold": len(gold),
+            "x": np.array([f for _, _, f in rows]),
+            "y": np.array([f"{p.paper.source}#{p.paper.ordinal}" in gold for p, _, _ in rows]),
+        })
+    return out
+
+
+def fit(data: list[dict], c: float) -> LogisticRegression:
+    return LogisticRegression(C=c, max_iter=5000).fit(np.vstack([d["x"] for d in data]), np.concatenate([d["y"] for d in data]))
+
+
+def precision_recall(model: LogisticRegression, d: dict, threshold: float) -> tuple[float, float]:
+    listed = model.predict_proba(d["x"])[:, 1] >= threshold
+    hits = int((listed & d["y"]).sum())
+    return (hits / listed.sum() if listed.sum() else 0.0), hits / d["gold"]
+
+
+def previous_rule(d: dict) -> tuple[float, float]:
+    """The rule this one replaced: relevance >= 0.86 and within 0.51 of the best candidate's."""
+    listed = (d["x"][:, 0] >= 0.86) & (d["x"][:, 1] >= -0.51)
+    hits = int((listed & d["y"]).sum())
+    return (hits / listed.sum() if listed.sum() else 0.0), hits / d["gold"]
+
+
+def report(label: str, scores: dict[str, list[tuple[float, float]]]) -> str:
+    parts = [f"{kind} P {np.mean([p for p, _ in v]):.3f} R {np.mean([r for _, r in v]):.3f} (n={len(v)})"
+             for kind, v in sorted(scores.items())]
+    return f"{label}: " + " | ".join(parts)
+
+
+def _by_type(data: list[dict], rule) -> dict[str, list[tuple[float, float]]]:
+    out: dict[str, list[tuple[float, float]]] = {}
+    for d in data:
+        out.setdefault(d["type"], []).append(rule(d))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--index-dir", required=True, help="index built from the collection")
+    parser.add_argument("--questions", type=Path, default=HERE / "questions.jsonl")
+    parser.add_argument("--held-out", type=Path, help="more topic questions to score, not to fit on")
+    parser.add_argument("--candidates", type=int, default=12, help="candidates weighed per question")
+    parser.add_argument("-C", type=float, default=0.3, help="inverse regularisation strength")
+    args = parser.parse_args()
+
+    assistant = Assistant.from_settings(Settings(index_dir=args.index_dir))
+    data = features(assistant, load(args.questions), args.candidates)
+    held = features(assistant, load(args.held_out), args.candidates) if args.held_out else []
+    print(f"{len(data)} questions, {sum(len(d['y']) for d in data)} candidates, {sum(d['y'].sum() for d in data)} gold")
+    print(report("previous rule (relevance only)", {d["type"]: [] for d in data} | _by_type(data, previous_rule)))
+    if held:
+        print(report("previous rule, held out", {"held_out": [previous_rule(d) for d in held]}))
+    for threshold in THRESHOLDS:
+        scores: dict[str, list[tuple[float, float]]] = {}
+        for i, d in enumerate(data):
+            scores.setdefault(d["type"], []).append(precision_recall(fit(data[:i] + data[i + 1:], args.C), d, threshold))
+        print(report(f"leave one out, threshold {threshold}", scores))
+        if held:
+            model = fit(data, args.C)
+            print(report(f"held out,      threshold {threshold}", {"held_out": [precision_recall(model, d, threshold) for d in held]}))
+    model = fit(data, args.C)
+    print("TOPIC_WEIGHTS =", tuple(round(float(w), 4) for w in model.coef_[0]))
+    print("TOPIC_BIAS =", round(float(model.intercept_[0]), 4))
+    assistant.close()
+
+
+if __name__ == "__main__":
+    main()
