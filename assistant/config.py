@@ -170,7 +170,7 @@ class Settings(BaseSettings):
     topic_threshold: float = Field(
         0.3, ge=0.0, le=1.0,
         description="Topic questions list every candidate whose probability of being on the topic (a rule over its "
-        "sentences' similarity, retrieval scores and the cross-encoder's reading, fitted by eval/fit_topic.py) "
+        "sentences' similarity, retrieval scores and the cross-encoder's reading, fitted on the evaluation's topic questions) "
         "reaches this.",
     )
     topic_candidates: int = Field(12, ge=1, le=100, description="Papers considered for a topic question's list.")

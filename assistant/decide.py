@@ -165,7 +165,7 @@ _TOPIC = re.compile(
     r"|\b(?:is there|are there|which|what|any)\s+(?:any\s+)?(?:[\w-]+\s+)?(?:work|research)\b(?!\s+(?:that|which|where)\b)"
     r"|\b(?:papers|studies|articles|publications)\s+(?:on|about|that|which|dealing|looking|related|in|address\w*|"
     r"tackl\w*|use|using|with)\b"
-    # "what in this collection is about X", "anything on X?", "X - anything in here on that?", "3d generation papers?"
+    # "what in this collection is about X", "anything on X?", "X - anything in here on that?", "protein folding papers?"
     r"|\bwhat\s+in\s+(?:this|the)\s+(?:collection|corpus|list)\b"
     r"|(?:^|[?.!]\s+|\b(?:is there|are there|and)\s+)anything\s+(?:on|about|in here|here)\b"
     r"|\s[-\u2013\u2014:,]\s*anything\b"
@@ -181,7 +181,7 @@ _TOPIC_FRAME = re.compile(
     r"in|with|for|concern(?:ing)?|regarding|covering|cover)?\s*",
     re.IGNORECASE,
 )
-# The frame at the end: "X - anything in here on that?", "3d generation papers?"
+# The frame at the end: "X - anything in here on that?", "protein folding papers?"
 _TOPIC_TAIL = re.compile(
     r"(?:\s[-\u2013\u2014:,]\s*anything\b.*|[?.!]\s+anything(?:\s+(?:in\s+)?here)?(?:\s+on\s+(?:that|this))?\s*\??"
     r"|\s+papers\s*\??)$",
@@ -811,7 +811,7 @@ TOPIC_KEYWORD_WEIGHT = 0.4  # a topic's own words in a paper's chunks count besi
 # - the cross-encoder's logit for its closest sentence, and for its title and abstract read whole.
 TOPIC_FEATURES = ("relevance", "relevance - best", "sentence logit", "sentence logit - best",
                   "abstract logit", "abstract logit - best")
-# A logistic regression over those features, fitted by eval/fit_topic.py on the evaluation's topic and
+# A logistic regression over those features, fitted by the evaluation's fit_topic script on its topic and
 # multi-paper questions (leave-one-question-out estimates are printed there); not tuned on single questions.
 TOPIC_WEIGHTS = (0.7968, 0.5106, 0.1194, 0.1082, 0.1382, 0.1753)
 TOPIC_BIAS = 1.2024
