@@ -806,15 +806,17 @@ def named_papers(question: str, passages: Sequence[Passage]) -> list[Passage]:
 TOPIC_KEYWORD_WEIGHT = 0.4  # a topic's own words in a paper's chunks count beside the fused score
 # What tells a candidate on the topic from one near it, each also as its distance from the best
 # candidate's (a broad topic has many near papers, a narrow one a clear gap):
-# - relevance: its best sentence's similarity to the topic + its fused retrieval score + 0.4 x its
-#   keyword score relative to the best candidate's;
-# - the cross-encoder's logit for its closest sentence, and for its title and abstract read whole.
+# - relevance: its best sentence's similarity to the topic (or to the alternative or example of it,
+#   `topic_parts`, that the sentence is closest to) + its fused retrieval score + 0.4 x its keyword
+#   score relative to the best candidate's;
+# - the cross-encoder's logit for its closest sentence (against the topic and each part), and for
+#   its title and abstract read whole (against the topic).
 TOPIC_FEATURES = ("relevance", "relevance - best", "sentence logit", "sentence logit - best",
                   "abstract logit", "abstract logit - best")
 # A logistic regression over those features, fitted by the evaluation's fit_topic script on its topic and
 # multi-paper questions (leave-one-question-out estimates are printed there); not tuned on single questions.
-TOPIC_WEIGHTS = (0.7968, 0.5106, 0.1194, 0.1082, 0.1382, 0.1753)
-TOPIC_BIAS = 1.2024
+TOPIC_WEIGHTS = (0.7673, 0.4658, 0.1908, 0.1437, 0.1006, 0.1568)
+TOPIC_BIAS = 1.3046
 
 TOPIC_SENTENCES_READ = 3
 # No paper of the evaluation's topic questions (39, 94 gold papers) had a relevance under 0.75.
@@ -833,26 +835,53 @@ class TopicMember:
     score: float
 
 
+# A topic that names alternatives or examples ("X or Y", "X / Y", "X, e.g. A, B or C", "X (A, B)")
+# is about any of them: a paper on Y alone is on it.
+_TOPIC_EXAMPLES = re.compile(r",?\s*\b(?:e\.g\.?|i\.e\.?|such as|like|including|for example|for instance)\s+"
+                             r"|\s+[-\u2013\u2014:]\s+|\s*\(", re.IGNORECASE)
+_TOPIC_OR = re.compile(r"\s+or\s+|\s*/\s*", re.IGNORECASE)
+
+
+def topic_parts(topic: str) -> list[str]:
+    """The topic, then each alternative (of two content words or more) and each example it names."""
+    found = _TOPIC_EXAMPLES.search(topic)
+    head, examples = (topic[: found.start()], topic[found.end():]) if found else (topic, "")
+    alternatives = _TOPIC_OR.split(head)
+    parts = [a.strip(" ,.?!") for a in alternatives if len(alternatives) > 1 and len(stems(a)) >= 2]
+    for example in re.split(r"\s+or\s+|\s*/\s*|,\s*|\)", examples, flags=re.IGNORECASE):
+        example = re.sub(r"\betc\b\.?|^\s*(?:or|and)\s+", "", example).strip(" ,.?!()")
+        if stems(example):
+            parts.append(example)
+    return [topic, *(p for p in dict.fromkeys(parts) if p.lower() != topic.lower())]
+
+
 def topic_features(
     topic: str, topic_vector: np.ndarray, candidates: Sequence[Passage], bank: SentenceBank, rerank: Rerank
 ) -> list[tuple[Passage, ScoredSentence, np.ndarray]]:
     """Each candidate with the sentence that best shows the topic and its `TOPIC_FEATURES`, in candidate order."""
     bank.warm([p.paper for p in candidates])
-    topic_stems = set(stems(topic))
+    parts = topic_parts(topic)
+    vectors = [topic_vector, *bank.encode(parts[1:])] if len(parts) > 1 else [topic_vector]
+    part_stems = [set(stems(part)) for part in parts]
     top_keyword = max((p.keyword_score for p in candidates), default=0.0) or 1.0
     weighed = []  # (passage, its sentences closest to the topic, relevance)
     for passage in candidates:
-        scored = score_sentences(bank.get(passage.paper), topic_vector, topic_stems)
+        sentences = bank.get(passage.paper)
+        # Each sentence scored against the part of the topic it is closest to.
+        by_part = [score_sentences(sentences, v, st) for v, st in zip(vectors, part_stems)]
+        scored = [max(options, key=lambda s: s.score) for options in zip(*by_part)]
         if scored:
             relevance = max(s.score for s in scored) + passage.score + TOPIC_KEYWORD_WEIGHT * passage.keyword_score / top_keyword
             weighed.append((passage, best(scored, TOPIC_SENTENCES_READ), relevance))
     if not weighed:
         return []
-    # The cross-encoder reads, in two batches, the closest sentences and the whole abstract of every
-    # candidate not far from the topic on every other count (its logits bottom out near -11 for
-    # unrelated text, so the others get that without being read).
+    # The cross-encoder reads, in batches, the closest sentences (against every part of the topic)
+    # and the whole abstract of every candidate not far from the topic on every other count (its
+    # logits bottom out near -11 for unrelated text, so the others get that without being read).
     read = [(p, closest) for p, closest, relevance in weighed if relevance >= TOPIC_RELEVANCE_FLOOR]
-    sentence_logits = iter(rerank(topic, [s.clean for _, closest in read for s in closest]))
+    texts = [s.clean for _, closest in read for s in closest]
+    part_logits = np.max([rerank(part, texts) for part in parts], axis=0) if texts else np.zeros(0)
+    sentence_logits = iter(part_logits)
     abstract_logits = iter(rerank(topic, [f"{p.paper.title}. {p.paper.text}" for p, _ in read]))
     rows = []
     for passage, closest, relevance in weighed:

@@ -13,7 +13,8 @@ import pytest
 from assistant import Answer, Assistant
 from assistant.answer import _AnswerField
 from assistant.decide import (
-    adds_nothing, conversation_query, question_names, read_question, refers_back, sanitize, states, unknown_specifics,
+    adds_nothing, conversation_query, question_names, read_question, refers_back, sanitize, states, topic_parts,
+    unknown_specifics,
 )
 
 from conftest import make_settings
@@ -68,6 +69,22 @@ def test_the_kind_and_asked_slot_of_a_question(question: str, kind: str, slot: s
 def test_a_topic_question_is_read_in_the_ways_users_ask_it(question: str, topic: str) -> None:
     intent = read_question(question)
     assert (intent.kind, intent.topic) == ("topic", topic)
+
+
+@pytest.mark.parametrize(
+    "topic, parts",
+    [
+        ("speech recognition", []),
+        ("speech recognition or speaker diarization", ["speech recognition", "speaker diarization"]),
+        ("code generation / program synthesis", ["code generation", "program synthesis"]),
+        ("efficient attention, e.g. linear attention or state space models",
+         ["linear attention", "state space models"]),
+        ("privacy attacks (membership inference, model inversion, etc.)", ["membership inference", "model inversion"]),
+        ("bandits or online learning", ["online learning"]),  # one word alone is not taken as an alternative
+    ],
+)
+def test_a_topic_is_read_as_each_alternative_and_example_it_names(topic: str, parts: list[str]) -> None:
+    assert topic_parts(topic) == [topic, *parts]
 
 
 def test_asking_whether_one_abstract_says_anything_is_not_a_topic_question() -> None:
