@@ -407,6 +407,10 @@ class AnswerEngine:
         elif named:  # the papers the question names come first
             context = list(dict.fromkeys([*named[: 2 if intent.kind == "comparison" else 1], *context]))
             context = context[: max(len(named[:2]), self.settings.context_papers)]
+        if intent.kind == "comparison":
+            # A comparison reads the two papers it compares (named, else the two closest): a third
+            # paper's sentences would cost the model ~1 s of reading and could only be cited wrongly.
+            context = context[:2]
         if self.settings.whole_first_paper and intent.kind != "comparison" and len(context) > 1:
             # A first paper far ahead of the others is the one asked about: the others' sentences
             # would only be read (time) and, now and then, cited instead of it.

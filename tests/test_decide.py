@@ -314,6 +314,13 @@ def test_a_comparison_cites_both_papers_even_when_the_draft_cites_one(scripted, 
     assert {"Vegas", "ARM"} <= {c.paper.title for c in answer.citations}
 
 
+def test_a_comparison_reads_only_the_two_papers_it_compares(scripted, scripted_llm):
+    scripted_llm.queue("ISA skips attention by its own rule [1], while EchoAttention reuses similar frame blocks [2].")
+    scripted.ask("Compare ISA and EchoAttention: how does each decide which attention to skip?")
+    prompt = scripted_llm.messages()[-1]["content"]
+    assert "[1]" in prompt and "[2]" in prompt and "[3]" not in prompt
+
+
 def test_quotes_are_contiguous_passages_and_separate_sentences_stay_apart(scripted, scripted_llm):
     scripted_llm.queue("Vegas is a self-speculative decoding method [1]. Its code is public on GitHub [1].")
     answer = scripted.ask("What is Vegas and is its code available?")
