@@ -267,7 +267,8 @@ class AnswerEngine:
         self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None
     ) -> Iterator[Evidence | str | Answer]:
         """Yield one `Evidence` (the papers being read, before the model is asked), then draft tokens
-        as the model writes them, then the verified `Answer`."""
+        as the model writes them, then the verified `Answer`. A Chinese question that names a paper
+        gets a first `Evidence` with the papers it names before the model translates it."""
         started = time.perf_counter()
         asked = (question or "").strip()
         question = decide.sanitize(asked)
@@ -280,6 +281,13 @@ class AnswerEngine:
                 f"The question was longer than {self.settings.max_question_tokens} tokens and was truncated."
             )
         timings = answer.timings
+        if has_cjk(question):
+            # The model translates a Chinese question before the search (1.5-2 s). A paper it names
+            # by a name only that paper uses ("EchoAttention 发现了……") is known at once: show it now.
+            named = decide.named_papers(question, self.retriever.retrieve(question, k=self.settings.topic_candidates, source=source))
+            if named:
+                yield Evidence(question=asked, search_query=question, passages=tuple(named),
+                               sentences=tuple("" for _ in named), seconds=time.perf_counter() - started)
         try:
             answer.search_query, english = self._condense(question, list(history or []))
         except LLMError as exc:

@@ -149,7 +149,9 @@ class Assistant:
         self, question: str, history: list[dict[str, str]] | None = None, k: int | None = None, source: str | None = None
     ) -> Iterator[Evidence | str | Answer]:
         """One `Evidence` (the papers being read and their closest sentences) as soon as retrieval is
-        done, then draft tokens as the model writes them, then the final verified `Answer`."""
+        done, then draft tokens as the model writes them, then the final verified `Answer`. A Chinese
+        question that names a paper gets an earlier `Evidence` with the papers it names, before the
+        model translates it for the search."""
         with self._active(), contextlib.closing(self.engine.events(question, history=history, k=k, source=source)) as events:
             for event in events:
                 if isinstance(event, Answer) and "first_token" in event.timings:

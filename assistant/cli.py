@@ -153,11 +153,13 @@ def _run_question(assistant: Any, question: str, history: list[dict[str, str]], 
     as_json = getattr(args, "json", False)
     show_draft = sys.stdout.isatty() and not as_json
     final = None
+    shown: set[str] = set()  # a Chinese question naming a paper has it shown before the others
     for event in assistant.events(question, history=history, k=args.k, source=args.source):
         if isinstance(event, Evidence):
-            if not as_json and event.passages:
-                titles = ", ".join(p.paper.title for p in event.passages)
-                print(f"Reading: {titles}", file=sys.stderr, flush=True)
+            new = [p.paper.title for p in event.passages if p.paper.id not in shown]
+            if not as_json and new:
+                print(f"{'Also reading' if shown else 'Reading'}: {', '.join(new)}", file=sys.stderr, flush=True)
+            shown.update(p.paper.id for p in event.passages)
         elif isinstance(event, str):
             if show_draft:
                 print(f"\033[2m{event}\033[0m", end="", flush=True)

@@ -81,7 +81,8 @@ class Citation:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What an answer is being read from, sent by `Assistant.events` before the model's first token.
+    """What an answer is being read from, sent by `Assistant.events` before the model's first token
+    (twice for a Chinese question that names a paper: the papers it names at once, then all of them).
 
     `passages` are the retrieved papers, best first; `sentences[i]` is the sentence of
     `passages[i]`'s abstract closest to the question ("" for a paper whose sentences were not

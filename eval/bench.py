@@ -1035,7 +1035,7 @@ def timed_events(a: Assistant, question: str, history: list[dict[str, str]]) -> 
     for event in a.events(question, history=history):
         now = time.perf_counter() - mark
         if isinstance(event, Evidence):
-            evidence_s = now
+            evidence_s = evidence_s if evidence_s is not None else now  # the first papers on screen
         elif isinstance(event, str):
             first_s = first_s if first_s is not None else now
         else:

@@ -261,6 +261,28 @@ def test_the_papers_being_read_come_first_then_the_draft_then_the_answer(shared_
     assert evidence.seconds < answer.timings["first_token"]
 
 
+def test_a_chinese_question_naming_a_paper_shows_it_before_the_model_translates(shared_index_dir, scripted_llm):
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
+    scripted_llm.queue("How does ISA decide which attention to skip?", "ISA skips attention with its own rule [1].")
+    with Assistant.from_settings(settings) as assistant:
+        events = assistant.events("ISA 是怎样决定跳过哪些注意力计算的？")
+        first = next(events)
+        asked_before = len(scripted_llm.requests)
+        rest = list(events)
+    assert isinstance(first, Evidence) and [p.paper.title for p in first.passages] == ["ISA"]
+    assert asked_before == 0, "shown before the model is asked to translate"
+    later = [e for e in rest if isinstance(e, Evidence)]
+    assert len(later) == 1 and "ISA" in [p.paper.title for p in later[0].passages]
+
+
+def test_a_chinese_question_naming_no_paper_shows_its_papers_once_after_the_translation(shared_index_dir, scripted_llm):
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
+    scripted_llm.queue("Which paper makes video diffusion attention sparse?", "EchoAttention [1].")
+    with Assistant.from_settings(settings) as assistant:
+        events = list(assistant.events("哪篇论文让视频扩散模型的注意力变得稀疏？"))
+    assert [type(e) for e in events].count(Evidence) == 1 and isinstance(events[0], Evidence)
+
+
 def test_a_refusal_also_shows_what_was_read_first_and_stream_leaves_it_out(shared_index_dir, scripted_llm):
     settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
     with Assistant.from_settings(settings) as assistant:
