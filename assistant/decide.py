@@ -159,6 +159,7 @@ class Intent:
     topic: str = ""  # topic questions: the topic without the "which papers are about" frame
 
 
+_DASH_ANYTHING = r"\s[-\u2013\u2014:,]\s*anything\b"  # "X - anything in here on that?"
 _TOPIC = re.compile(
     r"\b(?:which|what|any|list|show|find|name|are there|all|other|some|several)\s+(?:[\w-]+\s+){0,2}?"
     r"(?:papers|works|studies|articles|methods|approaches|publications)\b"
@@ -168,7 +169,7 @@ _TOPIC = re.compile(
     # "what in this collection is about X", "anything on X?", "X - anything in here on that?", "protein folding papers?"
     r"|\bwhat\s+in\s+(?:this|the)\s+(?:collection|corpus|list)\b"
     r"|(?:^|[?.!]\s+|\b(?:is there|are there|and)\s+)anything\s+(?:on|about|in here|here)\b"
-    r"|\s[-\u2013\u2014:,]\s*anything\b"
+    rf"|{_DASH_ANYTHING}"
     r"|^(?!(?:what|which|how|why|who|when|where|do|does|did|is|are|can|could|should)\b)[\w\s/+-]{2,50}?\s+papers\s*\??$",
     re.IGNORECASE,
 )
@@ -183,7 +184,7 @@ _TOPIC_FRAME = re.compile(
 )
 # The frame at the end: "X - anything in here on that?", "protein folding papers?"
 _TOPIC_TAIL = re.compile(
-    r"(?:\s[-\u2013\u2014:,]\s*anything\b.*|[?.!]\s+anything(?:\s+(?:in\s+)?here)?(?:\s+on\s+(?:that|this))?\s*\??"
+    rf"(?:{_DASH_ANYTHING}.*|[?.!]\s+anything(?:\s+(?:in\s+)?here)?(?:\s+on\s+(?:that|this))?\s*\??"
     r"|\s+papers\s*\??)$",
     re.IGNORECASE,
 )
@@ -848,7 +849,7 @@ def topic_parts(topic: str) -> list[str]:
     head, examples = (topic[: found.start()], topic[found.end():]) if found else (topic, "")
     alternatives = _TOPIC_OR.split(head)
     parts = [a.strip(" ,.?!") for a in alternatives if len(alternatives) > 1 and len(stems(a)) >= 2]
-    for example in re.split(r"\s+or\s+|\s*/\s*|,\s*|\)", examples, flags=re.IGNORECASE):
+    for example in re.split(rf"{_TOPIC_OR.pattern}|,\s*|\)", examples, flags=re.IGNORECASE):
         example = re.sub(r"\betc\b\.?|^\s*(?:or|and)\s+", "", example).strip(" ,.?!()")
         if stems(example):
             parts.append(example)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -74,5 +74,4 @@ class LazyCrossEncoder:
         with self._lock:
             if self._model is None:
                 self._model = CrossEncoder()
-            model: Any = self._model
-        return model.score(query, texts)
+        return self._model.score(query, texts)

@@ -59,30 +59,25 @@ def fit(data: list[dict], c: float) -> LogisticRegression:
     return LogisticRegression(C=c, max_iter=5000).fit(np.vstack([d["x"] for d in data]), np.concatenate([d["y"] for d in data]))
 
 
-def precision_recall(model: LogisticRegression, d: dict, threshold: float) -> tuple[float, float]:
-    listed = model.predict_proba(d["x"])[:, 1] >= threshold
+def precision_recall(listed: np.ndarray, d: dict) -> tuple[float, float]:
+    """Precision and recall of the candidates `listed` (a mask) against the question's gold papers."""
     hits = int((listed & d["y"]).sum())
     return (hits / listed.sum() if listed.sum() else 0.0), hits / d["gold"]
 
 
-def previous_rule(d: dict) -> tuple[float, float]:
+def previous_rule(d: dict) -> np.ndarray:
     """The rule this one replaced: relevance >= 0.86 and within 0.51 of the best candidate's."""
-    listed = (d["x"][:, 0] >= 0.86) & (d["x"][:, 1] >= -0.51)
-    hits = int((listed & d["y"]).sum())
-    return (hits / listed.sum() if listed.sum() else 0.0), hits / d["gold"]
+    return (d["x"][:, 0] >= 0.86) & (d["x"][:, 1] >= -0.51)
 
 
-def report(label: str, scores: dict[str, list[tuple[float, float]]]) -> str:
-    parts = [f"{kind} P {np.mean([p for p, _ in v]):.3f} R {np.mean([r for _, r in v]):.3f} (n={len(v)})"
-             for kind, v in sorted(scores.items())]
+def report(label: str, data: list[dict], listed: list[np.ndarray], kind: str | None = None) -> str:
+    """Mean precision and recall per question type (or all as `kind`)."""
+    scores: dict[str, list[tuple[float, float]]] = {}
+    for d, mask in zip(data, listed):
+        scores.setdefault(kind or d["type"], []).append(precision_recall(mask, d))
+    parts = [f"{k} P {np.mean([p for p, _ in v]):.3f} R {np.mean([r for _, r in v]):.3f} (n={len(v)})"
+             for k, v in sorted(scores.items())]
     return f"{label}: " + " | ".join(parts)
-
-
-def _by_type(data: list[dict], rule) -> dict[str, list[tuple[float, float]]]:
-    out: dict[str, list[tuple[float, float]]] = {}
-    for d in data:
-        out.setdefault(d["type"], []).append(rule(d))
-    return out
 
 
 def main() -> None:
@@ -98,18 +93,17 @@ def main() -> None:
     data = features(assistant, load(args.questions), args.candidates)
     held = features(assistant, load(args.held_out), args.candidates) if args.held_out else []
     print(f"{len(data)} questions, {sum(len(d['y']) for d in data)} candidates, {sum(d['y'].sum() for d in data)} gold")
-    print(report("previous rule (relevance only)", {d["type"]: [] for d in data} | _by_type(data, previous_rule)))
+    print(report("previous rule (relevance only)", data, [previous_rule(d) for d in data]))
     if held:
-        print(report("previous rule, held out", {"held_out": [previous_rule(d) for d in held]}))
-    for threshold in THRESHOLDS:
-        scores: dict[str, list[tuple[float, float]]] = {}
-        for i, d in enumerate(data):
-            scores.setdefault(d["type"], []).append(precision_recall(fit(data[:i] + data[i + 1:], args.C), d, threshold))
-        print(report(f"leave one out, threshold {threshold}", scores))
-        if held:
-            model = fit(data, args.C)
-            print(report(f"held out,      threshold {threshold}", {"held_out": [precision_recall(model, d, threshold) for d in held]}))
+        print(report("previous rule, held out", held, [previous_rule(d) for d in held], "held_out"))
+    # Each question's probabilities from a rule fitted on the others; the rule fitted on all of them.
+    left_out = [fit(data[:i] + data[i + 1:], args.C).predict_proba(d["x"])[:, 1] for i, d in enumerate(data)]
     model = fit(data, args.C)
+    held_probabilities = [model.predict_proba(d["x"])[:, 1] for d in held]
+    for threshold in THRESHOLDS:
+        print(report(f"leave one out, threshold {threshold}", data, [p >= threshold for p in left_out]))
+        if held:
+            print(report(f"held out,      threshold {threshold}", held, [p >= threshold for p in held_probabilities], "held_out"))
     print("TOPIC_WEIGHTS =", tuple(round(float(w), 4) for w in model.coef_[0]))
     print("TOPIC_BIAS =", round(float(model.intercept_[0]), 4))
     assistant.close()
