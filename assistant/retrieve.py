@@ -1,7 +1,9 @@
 """Retrieve: hybrid search (Chroma dense + BM25 keyword), fused per paper.
 
-Both retrievers are llama-index's (`VectorStoreIndex` over the Chroma store, `BM25Retriever`
-built once over the stored chunks and saved, keyed by the index's fingerprint). Fusion is
+The dense side asks llama-index's Chroma vector store; the keyword side is the bm25s index
+that llama-index's `BM25Retriever` builds over the stored chunks and saves, keyed by the
+index's fingerprint. Both are queried below their retriever wrappers, which would turn every
+hit into a node before our fusion needs only its paper (see `_dense` and `_keyword`). Fusion is
 ours: we fuse at the paper level (best chunk per paper on each side) and keep each side's
 raw score, which the answer stage needs for its relevance check and which
 `QueryFusionRetriever` does not expose. A stored chunk whose paper the corpus does not know
@@ -20,11 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import bm25s
+import numpy as np
 import Stemmer
-from llama_index.core import VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
-from llama_index.core.vector_stores import ExactMatchFilter, MetadataFilters
+from llama_index.core.vector_stores import ExactMatchFilter, MetadataFilters, VectorStoreQuery
+from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.retrievers.bm25 import BM25Retriever
 
 from .config import Settings
@@ -40,7 +44,8 @@ _RRF_K = 60  # the constant of the original reciprocal-rank-fusion paper
 class _Side:
     score: float
     rank: int
-    text: str
+    text: str | None  # None: a keyword hit whose text is read from the saved corpus when shown
+    chunk: int = -1  # the keyword hit's row in the BM25 corpus
 
 
 def bm25_folder(settings: Settings) -> Path:
@@ -116,19 +121,55 @@ class HybridRetriever:
         self.embedder = embedder
         self.notify = notify or (lambda message: None)
         self.unknown: set[str] = set()  # paper ids of stored chunks the corpus does not have
-        self.index = VectorStoreIndex.from_vector_store(store.vector_store(), embed_model=embedder)
+        self.vector_store = store.vector_store()
         self.sources = sorted({paper.source for paper in papers.values()})
         # bm25s logs a warning per query for tokens absent from the corpus; that is expected.
         logging.getLogger("bm25s").setLevel(logging.ERROR)
         self.bm25 = load_bm25(settings, store)
+        self._rows = np.arange(int(self.bm25.bm25.scores["num_docs"]))
+        self._row_meta: dict[int, tuple[str, str]] = {}  # corpus row -> (paper id, source), read once
+        self._source_masks: dict[str, np.ndarray] = {}
 
     def _dense(self, query: QueryBundle, source: str | None, n: int) -> list[NodeWithScore]:
+        """The `n` closest chunks. Asked of the Chroma vector store directly: a llama-index
+        `VectorIndexRetriever` would only wrap the same nodes (and instrument the call) before
+        our own per-paper fusion."""
         filters = MetadataFilters(filters=[ExactMatchFilter(key="source", value=source)]) if source else None
-        return self.index.as_retriever(similarity_top_k=n, filters=filters).retrieve(query)
+        found = self.vector_store.query(
+            VectorStoreQuery(query_embedding=query.embedding, similarity_top_k=n, filters=filters)
+        )
+        return [NodeWithScore(node=node, score=score) for node, score in zip(found.nodes or [], found.similarities or [])]
 
-    def _keyword(self, query: QueryBundle, source: str | None) -> list[NodeWithScore]:
-        hits = self.bm25.retrieve(query)
-        return [h for h in hits if source is None or h.node.metadata.get("source") == source]
+    def _keyword(self, query: QueryBundle, source: str | None) -> list[tuple[int, float]]:
+        """(corpus row, BM25 score) of the best chunks, best first.
+
+        The query goes to the retriever's own bm25s index with its own tokenizer settings, but
+        not through `BM25Retriever.retrieve`: that parses every hit into a node from the saved
+        corpus (about 20 us each, 60 hits: most of the keyword side's time), while fusion needs
+        only each hit's paper and the text of the few papers shown. bm25s is handed row numbers
+        as its corpus, so it returns rows, and a source's chunks are chosen by its weight mask.
+        """
+        bm25 = self.bm25
+        tokens = bm25s.tokenize(query.query_str, stemmer=bm25.stemmer, token_pattern=bm25.token_pattern, show_progress=False)
+        rows, scores = bm25.bm25.retrieve(
+            tokens, corpus=self._rows, k=min(bm25.similarity_top_k, len(self._rows)), show_progress=False,
+            weight_mask=self._source_mask(source) if source else None,
+        )
+        return [(int(row), float(score)) for row, score in zip(rows[0], scores[0])]
+
+    def _meta(self, row: int) -> tuple[str, str]:
+        if row not in self._row_meta:
+            chunk = self.bm25.corpus[row]
+            self._row_meta[row] = (str(chunk.get("paper_id")), str(chunk.get("source")))
+        return self._row_meta[row]
+
+    def _source_mask(self, source: str) -> np.ndarray:
+        if source not in self._source_masks:
+            self._source_masks[source] = np.array([self._meta(row)[1] == source for row in range(len(self._rows))], dtype=float)
+        return self._source_masks[source]
+
+    def _chunk_text(self, row: int) -> str:
+        return metadata_dict_to_node(self.bm25.corpus[row]).get_content()
 
     def _report_unknown(self, paper_id: str) -> None:
         """Note a stored chunk of a paper the corpus does not have; say so once per process."""
@@ -140,7 +181,7 @@ class HybridRetriever:
             )
         self.unknown.add(paper_id)
 
-    def _best_per_paper(self, hits: list[NodeWithScore], cosine: bool) -> dict[str, _Side]:
+    def _best_dense_per_paper(self, hits: list[NodeWithScore]) -> dict[str, _Side]:
         best: dict[str, _Side] = {}
         for hit in hits:
             paper_id = str(hit.node.metadata.get("paper_id"))
@@ -148,9 +189,26 @@ class HybridRetriever:
                 self._report_unknown(paper_id)
                 continue
             # The Chroma integration reports exp(-distance); with cosine distance that is exp(cos - 1).
-            score = 1.0 + math.log(max(hit.score or 0.0, 1e-12)) if cosine else float(hit.score or 0.0)
+            score = 1.0 + math.log(max(hit.score or 0.0, 1e-12))
             if paper_id not in best or score > best[paper_id].score:
                 best[paper_id] = _Side(score, 0, hit.node.get_content())
+        return self._ranked(best)
+
+    def _best_keyword_per_paper(self, hits: list[tuple[int, float]], source: str | None) -> dict[str, _Side]:
+        best: dict[str, _Side] = {}
+        for row, score in hits:
+            paper_id, paper_source = self._meta(row)
+            if source is not None and paper_source != source:
+                continue  # a masked chunk (score 0) fills the list when the source has too few
+            if paper_id not in self.papers:
+                self._report_unknown(paper_id)
+                continue
+            if paper_id not in best or score > best[paper_id].score:
+                best[paper_id] = _Side(score, 0, None, row)
+        return self._ranked(best)
+
+    @staticmethod
+    def _ranked(best: dict[str, _Side]) -> dict[str, _Side]:
         for rank, paper_id in enumerate(sorted(best, key=lambda p: -best[p].score), start=1):
             best[paper_id].rank = rank
         return best
@@ -188,9 +246,9 @@ class HybridRetriever:
         query = QueryBundle(query_str=question, embedding=embedding or self.embedder.get_query_embedding(question))
         lap("query_embedding")
         n = max(self.settings.candidates, k * 3)
-        dense = self._best_per_paper(self._dense(query, source, n), cosine=True) if fusion != "bm25" else {}
+        dense = self._best_dense_per_paper(self._dense(query, source, n)) if fusion != "bm25" else {}
         lap("dense")
-        keyword = self._best_per_paper(self._keyword(query, source), cosine=False) if fusion != "dense" else {}
+        keyword = self._best_keyword_per_paper(self._keyword(query, source), source) if fusion != "dense" else {}
         lap("keyword")
         scores = self._fuse(dense, keyword, fusion)
         ranked = sorted(scores, key=lambda p: -scores[p])[:k]
@@ -200,7 +258,7 @@ class HybridRetriever:
             passages.append(
                 Passage(
                     paper=self.papers[paper_id],
-                    text=side.text,
+                    text=side.text if side.text is not None else self._chunk_text(side.chunk),
                     score=round(scores[paper_id], 4),
                     dense_score=round(dense[paper_id].score, 4) if paper_id in dense else 0.0,
                     keyword_score=round(keyword[paper_id].score, 4) if paper_id in keyword else 0.0,

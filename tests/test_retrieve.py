@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import DATA, free_port, make_settings
 
+from llama_index.core.vector_stores import ExactMatchFilter, MetadataFilters
+from llama_index.retrievers.bm25 import BM25Retriever
+
 from assistant import Assistant
 from assistant.errors import QuestionError, StoreUnavailableError
 from assistant.load import paper_id
@@ -117,6 +120,26 @@ def test_source_filter_returns_only_papers_of_that_file(shared_assistant: Assist
 def test_source_filter_still_finds_the_named_paper_in_its_file(shared_assistant: Assistant) -> None:
     hits = shared_assistant.retrieve("Explain VALUEFLOW.", k=3, source="002_1ba8f558031949f6.txt")
     assert (hits[0].paper.source, hits[0].paper.ordinal) == ("002_1ba8f558031949f6.txt", 12)
+
+
+def _bm25_reference(assistant: Assistant, question: str, source: str | None, k: int) -> list[tuple[str, float]]:
+    """The k best papers by keyword score, as llama-index's own BM25Retriever (with its source filter) ranks them."""
+    saved = assistant.retriever.bm25
+    filters = MetadataFilters(filters=[ExactMatchFilter(key="source", value=source)]) if source else None
+    wrapper = BM25Retriever(existing_bm25=saved.bm25, stemmer=saved.stemmer, similarity_top_k=saved.similarity_top_k, filters=filters)
+    best: dict[str, float] = {}
+    for hit in wrapper.retrieve(question):
+        if source is None or hit.node.metadata["source"] == source:
+            paper = str(hit.node.metadata["paper_id"])
+            best[paper] = max(best.get(paper, 0.0), float(hit.score or 0.0))
+    return sorted(((p, round(s, 4)) for p, s in best.items()), key=lambda item: -item[1])[:k]
+
+
+@pytest.mark.parametrize("source", [None, "001_65baa146f2004b22.txt", "002_1ba8f558031949f6.txt", "003_0b9c1f875e76dfd6.txt"])
+def test_the_keyword_side_ranks_papers_as_llama_index_bm25_retriever_does(shared_assistant: Assistant, source: str | None) -> None:
+    for question in SAMPLE_QUESTIONS:
+        hits = shared_assistant.retriever.retrieve(question, k=5, source=source, fusion="bm25")
+        assert [(hit.paper.id, hit.keyword_score) for hit in hits] == _bm25_reference(shared_assistant, question, source, 5)
 
 
 def test_an_unknown_source_raises_question_error_listing_the_indexed_files(shared_assistant: Assistant) -> None:
