@@ -81,6 +81,7 @@ def test_a_topic_question_is_read_in_the_ways_users_ask_it(question: str, topic:
          ["linear attention", "state space models"]),
         ("privacy attacks (membership inference, model inversion, etc.)", ["membership inference", "model inversion"]),
         ("bandits or online learning", ["online learning"]),  # one word alone is not taken as an alternative
+        ("graph neural networks and molecular property prediction", ["graph neural networks", "molecular property prediction"]),
     ],
 )
 def test_a_topic_is_read_as_each_alternative_and_example_it_names(topic: str, parts: list[str]) -> None:
