@@ -24,8 +24,8 @@ from conftest import free_port, make_settings, run_cli
 SPEEDUP = "What speedup does it report?"
 
 
-def reply(answer: str, *evidence: int) -> str:
-    return json.dumps({"a": answer, "s": evidence[0] if len(evidence) == 1 else list(evidence)})
+def reply(answer: str) -> str:
+    return json.dumps({"a": answer})
 
 
 @pytest.fixture
@@ -33,17 +33,6 @@ def scripted(shared_index_dir, scripted_llm):
     settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
     with Assistant.from_settings(settings) as assistant:
         yield assistant, scripted_llm
-
-
-def shown_sentences(scripted_llm, index: int = -1) -> list[str]:
-    """The numbered sentences the model was shown in a request."""
-    user = scripted_llm.messages(index)[-1]["content"]
-    return [line.split(") ", 1)[1] for line in user.splitlines() if line.startswith("(")]
-
-
-def number_of(scripted_llm, needle: str) -> int:
-    """The number the last request gave the sentence containing `needle`."""
-    return next(i for i, s in enumerate(shown_sentences(scripted_llm), 1) if needle in s)
 
 
 # -- choosing rows and columns ----------------------------------------------------------------
@@ -89,7 +78,7 @@ def test_a_topic_no_paper_is_about_gives_an_empty_table_that_says_so(shared_assi
 
 def test_every_paper_of_a_corpus_file_can_be_the_rows(scripted):
     assistant, llm = scripted
-    llm.responder = lambda messages: reply("not stated", 1)
+    llm.responder = lambda messages: reply("not stated")
     source = assistant.sources[0]
     table = assistant.table([SPEEDUP], source=source)
     assert [r.paper for r in table.rows] == [p for p in assistant.papers if p.source == source]
@@ -102,7 +91,7 @@ def test_every_paper_of_a_corpus_file_can_be_the_rows(scripted):
 
 def test_a_stated_cell_has_the_answer_and_its_verbatim_quote(scripted):
     assistant, llm = scripted
-    llm.responder = lambda messages: reply("1.25×–2.81× over default vLLM", number_of(llm, "1.25×"))
+    llm.responder = lambda messages: reply("1.25×–2.81× over default vLLM")
     table = assistant.table([SPEEDUP], papers=["Vegas"])
     cell = table.cells[0][0]
     assert cell.status == "stated" and "2.81" in cell.text
@@ -110,16 +99,26 @@ def test_a_stated_cell_has_the_answer_and_its_verbatim_quote(scripted):
     assert cell.paper.abstract[span.start:span.end] == span.text and "1.25" in span.text
 
 
-def test_the_quote_follows_the_answer_when_the_model_numbers_the_wrong_sentence(scripted):
+def test_the_quote_is_the_sentence_that_holds_the_answers_figures(scripted):
     assistant, llm = scripted
-    llm.responder = lambda messages: reply("1.25×–2.81×", 1)  # sentence 1 says nothing of a speedup
+    llm.responder = lambda messages: reply("1.25×–2.81×")
     cell = assistant.table([SPEEDUP], papers=["Vegas"]).cells[0][0]
     assert cell.status == "stated" and "1.25" in cell.citation.quote
 
 
+def test_the_model_is_asked_for_the_answer_alone_in_a_bounded_grammar(scripted):
+    # Every character the grammar forces costs a decoding step: the reply is {"a": "..."} only.
+    assistant, llm = scripted
+    llm.responder = lambda messages: reply("1.25×–2.81×")
+    assistant.table([SPEEDUP], papers=["Vegas"])
+    schema = llm.requests[-1]["response_format"]["json_schema"]["schema"]
+    assert schema["required"] == ["a"] and list(schema["properties"]) == ["a"]
+    assert schema["properties"]["a"]["maxLength"] > 0
+
+
 def test_a_model_that_says_not_stated_gives_a_not_stated_cell(scripted):
     assistant, llm = scripted
-    llm.responder = lambda messages: reply("not stated", 1)
+    llm.responder = lambda messages: reply("not stated")
     cell = assistant.table(["What batch size is used?"], papers=["Vegas"]).cells[0][0]
     assert cell.status == "not_stated" and cell.text == NOT_STATED and cell.citation is None
 
@@ -127,21 +126,21 @@ def test_a_model_that_says_not_stated_gives_a_not_stated_cell(scripted):
 def test_a_figure_about_another_quantity_is_not_an_answer(scripted):
     # Asked how much memory Vegas saves, a small model gives the speedup: the abstract gives no saving.
     assistant, llm = scripted
-    llm.responder = lambda messages: reply("1.25×–2.81× memory", number_of(llm, "1.25×"))
+    llm.responder = lambda messages: reply("1.25×–2.81× memory")
     cell = assistant.table(["How much memory does it save?"], papers=["Vegas"]).cells[0][0]
     assert cell.status == "not_stated"
 
 
 def test_a_figure_no_sentence_holds_is_not_an_answer(scripted):
     assistant, llm = scripted
-    llm.responder = lambda messages: reply("a 7.5× speedup", number_of(llm, "1.25×"))
+    llm.responder = lambda messages: reply("a 7.5× speedup")
     cell = assistant.table([SPEEDUP], papers=["Vegas"]).cells[0][0]
     assert cell.status == "not_stated"
 
 
 def test_the_columns_of_one_paper_share_the_prompt_up_to_the_question(scripted):
     assistant, llm = scripted
-    llm.responder = lambda messages: reply("not stated", 1)
+    llm.responder = lambda messages: reply("not stated")
     assistant.table([SPEEDUP, "Compared with what baseline?"], papers=["Vegas"])
     first, second = (llm.messages(i)[-1]["content"] for i in (0, 1))
     assert first.split("Question:")[0] == second.split("Question:")[0]
@@ -150,7 +149,7 @@ def test_the_columns_of_one_paper_share_the_prompt_up_to_the_question(scripted):
 
 def test_cells_stream_row_by_row_before_the_table(scripted):
     assistant, llm = scripted
-    llm.responder = lambda messages: reply("not stated", 1)
+    llm.responder = lambda messages: reply("not stated")
     events = list(assistant.table_events([SPEEDUP, "Which baseline?"], papers=["Vegas", "ARM"]))
     kinds = [type(e).__name__ for e in events]
     assert kinds == ["Row", "Row", "Cell", "Cell", "Cell", "Cell", "Table"]
@@ -166,8 +165,8 @@ def test_a_down_model_fails_the_cells_with_a_notice_and_stops_calling_it(shared_
 
 
 def test_a_reply_cut_short_keeps_what_it_has():
-    assert _parse('{"a": "1.25×", "s": 2', [4, 5, 6]) == ([5], "1.25×")
-    assert _parse("not json at all", [0]) == ([], "")
+    assert _parse('{"a": "1.25× over vLLM') == "1.25× over vLLM"
+    assert _parse("not json at all") == ""
 
 
 # -- writing the table out -----------------------------------------------------------------------
@@ -206,7 +205,7 @@ def test_the_table_as_json_keeps_the_verbatim_spans(small_table):
 
 
 def test_the_cli_writes_csv_and_prints_the_markdown_table(shared_index_dir, scripted_llm, tmp_path):
-    scripted_llm.responder = lambda messages: reply("not stated", 1)
+    scripted_llm.responder = lambda messages: reply("not stated")
     out = tmp_path / "t.csv"
     done = run_cli("table", "--papers", "Vegas,ARM", "-c", SPEEDUP, "--csv", str(out), index_dir=shared_index_dir,
                    ASSISTANT_LLM_BASE_URL=scripted_llm.url, ASSISTANT_LLM_MODEL="scripted")
