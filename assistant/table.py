@@ -133,12 +133,14 @@ class TableBuilder:
             line: list[Cell] = []
             sentences = self.sentences.get(row.paper)
             scored = [decide.score_sentences(sentences, vectors[c], set(decide.stems(q))) for c, q in enumerate(columns)]
-            # The whole abstract when it is of usual length: that prompt is the same in every table,
-            # so the model's state after it is kept on disk and a later table reads only the questions.
+            # The whole abstract when the model has it at hand (kept by `assistant warm` or read ahead
+            # while idle): the cells then read only their questions. Otherwise the sentences closest
+            # to the columns: reading a whole abstract first costs ~3 s a row, these ~1 s.
             whole = _read_whole(sentences)
-            shown = list(range(len(sentences.clean))) if whole else self._closest(sentences, intents, scored, columns)
             if whole and not failure:
-                failure = self._keep_row(row.paper, sentences, table)
+                at_hand, failure = self._at_hand(row.paper, sentences)
+                whole = at_hand is not False
+            shown = list(range(len(sentences.clean))) if whole else self._closest(sentences, intents, scored, columns)
             for c, question in enumerate(columns):
                 mark = time.perf_counter()
                 if failure:
@@ -160,15 +162,16 @@ class TableBuilder:
         table.timings["total"] = time.perf_counter() - started
         yield table
 
-    def _keep_row(self, paper: Paper, sentences: decide.Sentences, table: Table) -> str:
-        """Read the row's prompt (kept for later tables); the reason when the model is unreachable."""
+    def _at_hand(self, paper: Paper, sentences: decide.Sentences) -> tuple[bool | None, str]:
+        """Whether the model has the row's whole-abstract prompt at hand (None: a backend that keeps
+        nothing, whose own prefix cache shares it between the row's cells), and the reason when the
+        model is unreachable."""
         try:
-            self._keep(paper, sentences)
+            return self.llm().has_kept(self._messages(paper, sentences, list(range(len(sentences.clean))), "")), ""
         except LLMUnavailableError as exc:
-            return str(exc)
-        except LLMError as exc:  # nothing is kept; the cells still ask the model themselves
-            table.notices.append(f"Could not keep the model's reading of {paper.title}: {exc}")
-        return ""
+            return None, str(exc)
+        except LLMError:
+            return None, ""
 
     @staticmethod
     def _closest(sentences: decide.Sentences, intents: list[decide.Intent],

@@ -21,7 +21,7 @@ from assistant.config import Settings
 from assistant.errors import LLMTimeoutError, LLMUnavailableError, ModelError
 from conftest import free_port
 
-from assistant.llm.child import KeptStates
+from assistant.llm.child import KeptStates, _DryRun
 from assistant.llm.server import drop_outdated_states
 from assistant.llm import LLM, PACKAGED_GGUF_SHA256, PACKAGED_GGUF_SIZE, LocalServer, connect, ensure_gguf
 
@@ -216,6 +216,19 @@ def test_kept_states_stay_within_their_disk_limit_dropping_the_least_recently_us
     assert sorted(left.kept) == [(1, 1), (3, 3)]
 
 
+def test_a_dry_lookup_says_whether_a_prompt_is_at_hand_and_reads_nothing(tmp_path: Path) -> None:
+    cache = KeptStates(1 << 20, tmp_path, 1 << 30)
+    cache.keep_next = True
+    cache[[1, 2, 3, 4, 0]] = state_of([1, 2, 3, 4, 0])  # a kept prompt, with its one generated token
+    cache.keep_next = False
+    later = KeptStates(1 << 20, tmp_path, 1 << 30)
+    later.dry_next = True
+    for prompt, at_hand in (([1, 2, 3, 4], True), ([1, 2, 3, 5], False), ([1, 2, 3, 4, 7, 7], False)):
+        with pytest.raises(_DryRun):
+            later[prompt]
+        assert later.last_kept == {"tokens": len(prompt), "kept": at_hand}
+
+
 def test_a_damaged_kept_state_is_forgotten_not_fatal(tmp_path: Path) -> None:
     (tmp_path / "0123.npz").write_bytes(b"not a state")
     cache = KeptStates(1 << 20, tmp_path, 1 << 30)
@@ -229,6 +242,7 @@ def test_a_prefix_kept_by_one_server_is_not_read_again_by_the_next(tmp_path: Pat
     prefix = [{"role": "system", "content": "You answer in one word."},
               {"role": "user", "content": f"Note {uuid.uuid4().hex}: " + " ".join(f"fact{i}" for i in range(120))}]
     with connect(settings) as first:
+        assert first.has_kept(prefix) is False
         kept = first.keep_prefix(prefix)
     assert kept is not None and kept["new"] is True and len(list(tmp_path.rglob("*.npz"))) == 1
     with connect(settings) as second:
@@ -237,6 +251,8 @@ def test_a_prefix_kept_by_one_server_is_not_read_again_by_the_next(tmp_path: Pat
         assert reply and server_log(second).count("cache hit") == hits + 1  # the state came from disk
         again = second.keep_prefix(prefix)
         assert again is not None and again["new"] is False
+        assert second.has_kept(prefix) is True
+        assert second.has_kept([prefix[0], {"role": "user", "content": "Another note."}]) is False
 
 
 def test_states_of_another_llama_cpp_version_are_dropped_and_other_models_kept(tmp_path: Path) -> None:

@@ -147,6 +147,19 @@ def test_the_columns_of_one_paper_share_the_prompt_up_to_the_question(scripted):
     assert llm.messages(0)[0] == llm.messages(1)[0]
 
 
+@pytest.mark.parametrize("at_hand", [True, False])
+def test_a_row_reads_the_whole_abstract_only_when_the_model_has_it_at_hand(scripted, monkeypatch, at_hand):
+    # Reading a whole abstract first costs seconds: a paper not kept is read in its closest sentences.
+    assistant, llm = scripted
+    llm.responder = lambda messages: reply("not stated")
+    monkeypatch.setattr(type(assistant.tables.llm()), "has_kept", lambda self, messages: at_hand)
+    assistant.table([SPEEDUP], papers=["Vegas"])
+    shown = [line for line in llm.messages()[-1]["content"].splitlines() if line.startswith("(")]
+    vegas = next(p for p in assistant.papers if p.title == "Vegas")
+    everything = len(assistant.tables.sentences.get(vegas).clean)
+    assert (len(shown) == everything) is at_hand and 0 < len(shown) <= everything
+
+
 def test_cells_stream_row_by_row_before_the_table(scripted):
     assistant, llm = scripted
     llm.responder = lambda messages: reply("not stated")

@@ -17,7 +17,9 @@ Why this wrapper exists:
   instructions and one paper's sentences, and keeps the model's state after it in `--keep_dir`;
   any later request that starts with that prefix, in this process or a later one, loads the state
   instead of reading the prefix again. llama-cpp-python's own disk cache is not used for this: it
-  writes every request's state to disk and deletes a state when it is read.
+  writes every request's state to disk and deletes a state when it is read. With `"dry": true` the
+  same route only says whether such a state is at hand (kept or in RAM), reading nothing: a caller
+  can then choose a shorter prompt for a prefix the model would otherwise read for seconds.
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ def _one_row_of_logits(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+class _DryRun(Exception):
+    """Raised by the cache's lookup on a dry keep request: the prompt is looked up, never read."""
+
+
 class KeptStates(LlamaRAMCache):
     """The RAM prompt cache, plus states kept on disk (one `.npz` per kept prompt, at most
     `limit_bytes` in all, the least recently used removed first).
@@ -74,6 +80,7 @@ class KeptStates(LlamaRAMCache):
         self.folder = folder
         self.limit_bytes = limit_bytes
         self.keep_next = False  # set by the keep endpoint around its one request (under the model's lock)
+        self.dry_next = False  # likewise for a dry request: the lookup answers, then stops the request
         self.last_kept: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.kept: dict[tuple[int, ...], Path] = {}
@@ -98,6 +105,11 @@ class KeptStates(LlamaRAMCache):
         ram_key = self._find_longest_prefix_key(key)
         ram_length = llama_cpp.Llama.longest_token_prefix(ram_key, key) if ram_key is not None else 0
         kept_key, kept_length = self._best_kept(key)
+        if self.dry_next:
+            # The prompt ends with the chat template's opening of the reply, which a kept state
+            # (read with one generated token) also holds: at hand when all of it is there.
+            self.last_kept = {"tokens": len(key), "kept": max(kept_length, ram_length) >= len(key)}
+            raise _DryRun
         if kept_key is not None and kept_length > ram_length:
             state = self._read(kept_key)
             if state is not None:
@@ -178,21 +190,29 @@ def _kept_cache(capacity_bytes: int) -> LlamaRAMCache:
 
 def _add_keep_route(app: Any) -> Any:
     """`POST /v1/assistant/keep` with a chat request's `messages`: read them (one generated token)
-    and keep the state on disk. Answers `{"tokens", "new", "seconds"}`; 409 without `--keep_dir`."""
+    and keep the state on disk. Answers `{"tokens", "new", "seconds"}`; 409 without `--keep_dir`.
+    With `"dry": true`, reads nothing and answers `{"tokens", "kept", "seconds"}`: whether a request
+    starting with these messages would find their state at hand (kept on disk or in RAM)."""
     from fastapi import Body, Depends, HTTPException
     from llama_cpp.server.app import get_llama_proxy
     from starlette.concurrency import run_in_threadpool
 
-    def keep(llama: llama_cpp.Llama, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def keep(llama: llama_cpp.Llama, messages: list[dict[str, Any]], dry: bool) -> dict[str, Any]:
         cache = llama.cache
         if not isinstance(cache, KeptStates):
             raise HTTPException(status_code=409, detail="This server keeps no states (started without --keep_dir).")
         started = time.perf_counter()
-        cache.keep_next = True
+        cache.last_kept = {}
+        if dry:
+            cache.dry_next = True
+        else:
+            cache.keep_next = True
         try:
             llama.create_chat_completion(messages=messages, max_tokens=1, temperature=0.0)
+        except _DryRun:
+            pass
         finally:
-            cache.keep_next = False
+            cache.keep_next = cache.dry_next = False
         return {**cache.last_kept, "seconds": round(time.perf_counter() - started, 3)}
 
     @app.post("/v1/assistant/keep")
@@ -200,7 +220,7 @@ def _add_keep_route(app: Any) -> Any:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise HTTPException(status_code=422, detail="'messages' must be a non-empty list of chat messages.")
-        return await run_in_threadpool(keep, llama_proxy(body.get("model")), messages)
+        return await run_in_threadpool(keep, llama_proxy(body.get("model")), messages, bool(body.get("dry")))
 
     return app
 

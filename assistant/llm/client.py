@@ -164,6 +164,27 @@ class LLM:
             raise self._translate(exc) from exc
         return reply if isinstance(reply, dict) else None
 
+    def has_kept(self, messages: list[dict]) -> bool | None:
+        """Whether the embedded model has the state after `messages` at hand (kept on disk by
+        `keep_prefix`, or in its RAM cache), so a request starting with them reads only the rest.
+        Answered without reading anything (a few ms). None where nothing is kept (see `keep_prefix`)."""
+        import openai
+
+        if self._server is None:
+            return None
+        self._revive()
+        try:
+            reply = self._client.post(
+                "/assistant/keep", cast_to=object, body={"model": self.model, "messages": messages, "dry": True}
+            )
+        except openai.APIStatusError as exc:
+            if exc.status_code == 409:
+                return None
+            raise self._translate(exc) from exc
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        return bool(reply.get("kept")) if isinstance(reply, dict) else None
+
     def _timeout_message(self) -> str:
         return (
             f"The LLM at {self._where} did not answer within {self.timeout:g} s. "
