@@ -147,6 +147,17 @@ class LLM:
         Returns `{"tokens", "new", "seconds"}`, or None where nothing is kept: another backend (OpenAI,
         vLLM and llama.cpp's own server reuse shared prefixes by themselves) or a server started
         with no disk for kept states."""
+        return self._keep_request(messages, dry=False)
+
+    def has_kept(self, messages: list[dict]) -> bool | None:
+        """Whether the embedded model has the state after `messages` at hand (kept on disk by
+        `keep_prefix`, or in its RAM cache), so a request starting with them reads only the rest.
+        Answered without reading anything (a few ms). None where nothing is kept (see `keep_prefix`)."""
+        reply = self._keep_request(messages, dry=True)
+        return None if reply is None else bool(reply.get("kept"))
+
+    def _keep_request(self, messages: list[dict], dry: bool) -> dict[str, Any] | None:
+        """The local server's keep route (see `child`); None where nothing is kept."""
         import openai
 
         if self._server is None:
@@ -154,7 +165,7 @@ class LLM:
         self._revive()
         try:
             reply = self._client.post(
-                "/assistant/keep", cast_to=object, body={"model": self.model, "messages": messages}
+                "/assistant/keep", cast_to=object, body={"model": self.model, "messages": messages, "dry": dry}
             )
         except openai.APIStatusError as exc:
             if exc.status_code == 409:
@@ -163,27 +174,6 @@ class LLM:
         except Exception as exc:
             raise self._translate(exc) from exc
         return reply if isinstance(reply, dict) else None
-
-    def has_kept(self, messages: list[dict]) -> bool | None:
-        """Whether the embedded model has the state after `messages` at hand (kept on disk by
-        `keep_prefix`, or in its RAM cache), so a request starting with them reads only the rest.
-        Answered without reading anything (a few ms). None where nothing is kept (see `keep_prefix`)."""
-        import openai
-
-        if self._server is None:
-            return None
-        self._revive()
-        try:
-            reply = self._client.post(
-                "/assistant/keep", cast_to=object, body={"model": self.model, "messages": messages, "dry": True}
-            )
-        except openai.APIStatusError as exc:
-            if exc.status_code == 409:
-                return None
-            raise self._translate(exc) from exc
-        except Exception as exc:
-            raise self._translate(exc) from exc
-        return bool(reply.get("kept")) if isinstance(reply, dict) else None
 
     def _timeout_message(self) -> str:
         return (
