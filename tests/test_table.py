@@ -16,7 +16,7 @@ from assistant import Assistant
 from assistant.cite import make_citation
 from assistant.errors import QuestionError
 from assistant.evaluation.tables import TABLES_PATH, load_tables, score_cell, score_rows
-from assistant.table import _parse, check_columns, resolve_papers, to_csv, to_markdown
+from assistant.table import CELL_ANSWER_CHARS, _parse, check_columns, resolve_papers, to_csv, to_markdown
 from assistant.types import NOT_STATED, Cell, Row, Table
 
 from conftest import free_port, make_settings, run_cli
@@ -114,6 +114,14 @@ def test_the_model_is_asked_for_the_answer_alone_in_a_bounded_grammar(scripted):
     schema = llm.requests[-1]["response_format"]["json_schema"]["schema"]
     assert schema["required"] == ["a"] and list(schema["properties"]) == ["a"]
     assert schema["properties"]["a"]["maxLength"] > 0
+
+
+def test_an_answer_as_long_as_the_grammar_allows_is_marked_as_possibly_cut(scripted):
+    assistant, llm = scripted
+    long = "1.25×–2.81× speedup in decoding throughput over default vLLM and a"
+    llm.responder = lambda messages: reply(long[:CELL_ANSWER_CHARS])
+    cell = assistant.table([SPEEDUP], papers=["Vegas"]).cells[0][0]
+    assert cell.status == "stated" and cell.text == long[:CELL_ANSWER_CHARS] + "…"
 
 
 def test_a_model_that_says_not_stated_gives_a_not_stated_cell(scripted):
