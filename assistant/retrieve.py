@@ -152,7 +152,7 @@ class HybridRetriever:
         bm25 = self.bm25
         tokens = bm25s.tokenize(query.query_str, stemmer=bm25.stemmer, token_pattern=bm25.token_pattern, show_progress=False)
         rows, scores = bm25.bm25.retrieve(
-            tokens, corpus=self._rows, k=min(bm25.similarity_top_k, len(self._rows)), show_progress=False,
+            tokens, corpus=self._rows, k=bm25.similarity_top_k, show_progress=False,  # at most the chunks: see BM25Retriever
             weight_mask=self._source_mask(source) if source else None,
         )
         return [(int(row), float(score)) for row, score in zip(rows[0], scores[0])]
