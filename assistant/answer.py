@@ -173,6 +173,35 @@ class AnswerEngine:
         context = [(source, list(range(len(source.clean_sentences))))]
         self._keep_lead(self._messages("", context), context, strict=True)
 
+    def topic_odds(self, topic: str, passage: Passage) -> float | None:
+        """The model's log-odds that `passage`'s paper is about `topic` ("yes" against "no"), asked
+        with the paper's whole abstract as a question about it opens its prompt, so a kept paper is
+        not read again. None where the backend gives no log-probabilities."""
+        source = self._source(1, Passage(paper=passage.paper, text="", score=1.0))
+        context = [(source, list(range(len(source.clean_sentences))))]
+        messages = self._messages(self.prompts.topic_judge.format(topic=topic), context)
+        logprobs = self.llm.choice_logprobs(messages, ["yes", "no"])
+        return None if logprobs is None else logprobs["yes"] - logprobs["no"]
+
+    def topic_judge(self, topic: str, notices: list[str]) -> decide.Judge | None:
+        """`topic_odds` for `topic` as `decide.on_topic` asks it, or None when the settings turn it off.
+        A model that fails is asked no more for this topic (a notice says so): the rule decides alone."""
+        if not self.settings.topic_judge:
+            return None
+        failed: list[LLMError] = []
+
+        def judge(passage: Passage) -> float | None:
+            if failed:
+                return None
+            try:
+                return self.topic_odds(topic, passage)
+            except LLMError as exc:
+                failed.append(exc)
+                notices.append(f"The model could not weigh the papers ({exc}); they were chosen without it.")
+                return None
+
+        return judge
+
     @staticmethod
     def _block(source: Source, indices: list[int]) -> str:
         return f"[{source.number}] {source.paper.title}: " + " ".join(source.clean_sentences[i] for i in indices)
@@ -241,7 +270,8 @@ class AnswerEngine:
         """Every candidate paper whose own best sentence supports the topic, each cited with it."""
         topic_vector = self._encode([intent.topic])[0] if intent.topic else query_vector
         members, scored = decide.on_topic(
-            intent.topic, topic_vector, candidates, self.sentences, self.rerank, self.settings.topic_threshold
+            intent.topic, topic_vector, candidates, self.sentences, self.rerank, self.settings.topic_threshold,
+            self.topic_judge(intent.topic, answer.notices),
         )
         if not scored:
             return None

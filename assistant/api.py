@@ -68,7 +68,8 @@ class Assistant:
         self.timings: dict[str, float] = {}
         self.engine = AnswerEngine(settings, self.retriever, embedder, self._connect_llm)
         self.tables = TableBuilder(settings, self.retriever, self.engine.sentences, self.engine._encode,
-                                   self.engine.rerank, lambda: self.engine.llm, self.engine.prompts)
+                                   self.engine.rerank, lambda: self.engine.llm, self.engine.prompts,
+                                   self.engine.topic_judge)
         self.warm_error: str | None = None  # why a background warm-up failed, if it did
         self._groups: list[TopicGroup] | None = None
         self._warming: threading.Thread | None = None
@@ -183,7 +184,7 @@ class Assistant:
         started = time.perf_counter()
         notices: list[str] = []
         if topic and not papers:
-            rows = self.tables.topic_rows(topic, source=source)
+            rows = self.tables.topic_rows(topic, source=source, notices=notices)
             if not rows:
                 notices.append(f"No paper in the collection is about {topic}.")
         elif papers or source:

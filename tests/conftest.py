@@ -201,13 +201,17 @@ class ScriptedLLM:
     A reply is a string (streamed in a few deltas), a list of strings (exactly these deltas)
     or a `Fault`. Queue replies in the order the app will ask for them (`queue`; a follow-up's
     condense call consumes one before the answer), or set `responder` to a function of the
-    request's messages returning a reply; with neither, a request gets HTTP 500. Every chat
+    request's messages returning a reply; with neither, a request gets HTTP 500. A request for
+    log-probabilities is answered from `first_tokens` instead (see there). Every chat
     request's JSON body is kept in `requests`, in arrival order (`messages(i)` for short).
     """
 
     def __init__(self) -> None:
         self.replies: list[Any] = []
         self.responder: Callable[[list[dict]], Any] | None = None
+        # Requests for log-probabilities (`logprobs`, not streamed): a function of the messages giving
+        # the first token's top choices, {token: logprob}; None answers as a server that gives none.
+        self.first_tokens: Callable[[list[dict]], dict[str, float]] | None = None
         self.requests: list[dict[str, Any]] = []
         self.errors: list[Exception] = []  # exceptions raised by `responder`
         self.model_listings = 0
@@ -238,6 +242,8 @@ class ScriptedLLM:
                 except ValueError:
                     error = {"message": "request body is not JSON", "type": "invalid_request"}
                     return self._json(400, {"error": error})
+                if body.get("logprobs") and not body.get("stream"):
+                    return self._first_token(body)
                 reply = owner._next_reply(body)
                 if isinstance(reply, Fault):
                     return self._fault(reply, body)
@@ -252,6 +258,28 @@ class ScriptedLLM:
                                      "message": {"role": "assistant", "content": "".join(deltas)}}],
                         "usage": {"prompt_tokens": 0, "completion_tokens": len(deltas), "total_tokens": len(deltas)},
                     })
+
+            def _first_token(self, body: dict[str, Any]) -> None:
+                """A request for the first token's log-probabilities: answered from `first_tokens`,
+                else as by a server that gives none (a plain reply); never from the queued replies."""
+                with owner._lock:
+                    owner.requests.append(body)
+                    first_tokens = owner.first_tokens
+                if first_tokens is None:
+                    return self._json(200, {"id": "chatcmpl-scripted", "object": "chat.completion", "created": 0,
+                                            "model": "scripted", "choices": [{"index": 0, "finish_reason": "length",
+                                            "message": {"role": "assistant", "content": "Yes"}}]})
+                try:
+                    top = first_tokens(body.get("messages") or [])
+                except Exception as exc:
+                    owner.errors.append(exc)
+                    return self._json(500, {"error": {"message": f"scripted LLM: {exc!r}", "type": "server_error"}})
+                entries = [{"token": t, "logprob": lp, "bytes": None, "top_logprobs": []} for t, lp in top.items()]
+                best = max(entries, key=lambda e: e["logprob"])
+                self._json(200, {"id": "chatcmpl-scripted", "object": "chat.completion", "created": 0, "model": "scripted",
+                                 "choices": [{"index": 0, "finish_reason": "length",
+                                              "message": {"role": "assistant", "content": best["token"]},
+                                              "logprobs": {"content": [{**best, "top_logprobs": entries}]}}]})
 
             def _json(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()

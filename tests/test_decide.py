@@ -260,7 +260,30 @@ def test_a_topic_question_lists_every_paper_on_it_each_with_its_sentence(scripte
     for citation in answer.citations:
         assert f"{citation.paper.title} [{citation.marker}]" in answer.text
         assert all(citation.paper.abstract[s.start: s.end] == s.text for s in citation.spans)
-    assert scripted_llm.requests == [], "a list of papers needs no model"
+    # This backend gives no log-probabilities: asked once, it leaves the rule to choose; nobody writes.
+    assert [r.get("logprobs") for r in scripted_llm.requests] == [True]
+
+
+def test_where_the_backend_gives_log_probabilities_the_models_odds_weigh_the_likely_papers(scripted, scripted_llm):
+    # The rule alone lists ISA and EchoAttention for this question (above); here the model says
+    # only ISA is about it.
+    scripted_llm.first_tokens = lambda messages: (
+        {"Yes": -0.05, "No": -3.0} if "[1] ISA:" in messages[-1]["content"] else {"No": -0.05, "Yes": -3.0})
+    answer = scripted.ask("Are there any papers about sparse attention for video?")
+    assert [c.paper.title for c in answer.citations] == ["ISA"]
+    asked = [r for r in scripted_llm.requests if r.get("logprobs")]
+    assert len(asked) >= 2 and all("Is this paper about sparse attention for video?" in r["messages"][-1]["content"] for r in asked)
+
+
+def test_a_model_that_fails_while_weighing_papers_leaves_the_rule_to_choose_and_says_so(scripted, scripted_llm):
+    def fail(messages):
+        raise RuntimeError("out of memory")
+
+    scripted_llm.first_tokens = fail
+    answer = scripted.ask("Are there any papers about sparse attention for video?")
+    assert {"ISA", "EchoAttention"} <= {c.paper.title for c in answer.citations}
+    assert any("could not weigh the papers" in notice for notice in answer.notices)
+    assert len([r for r in scripted_llm.requests if r.get("logprobs")]) == 1  # not asked again for this list
 
 
 def test_a_topic_list_leaves_out_papers_that_are_only_near_the_topic(scripted, scripted_llm):

@@ -19,7 +19,7 @@ from llama_cpp import LlamaState
 
 from assistant.config import Settings
 from assistant.errors import LLMTimeoutError, LLMUnavailableError, ModelError
-from conftest import free_port
+from conftest import ScriptedLLM, free_port
 
 from assistant.llm.child import KeptStates, _DryRun
 from assistant.llm.server import drop_outdated_states
@@ -263,3 +263,31 @@ def test_states_of_another_llama_cpp_version_are_dropped_and_other_models_kept(t
         (folder / "a.npz").write_bytes(b"state")
     assert drop_outdated_states(current) == [older]
     assert current.exists() and other_model.exists() and not older.exists()
+
+
+def test_the_embedded_model_says_how_likely_each_one_word_reply_is(local_llm) -> None:
+    llm, _ = local_llm
+    ask = "Is Paris the capital of {}? Answer yes or no."
+    france = llm.choice_logprobs([{"role": "user", "content": ask.format("France")}], ["yes", "no"])
+    peru = llm.choice_logprobs([{"role": "user", "content": ask.format("Peru")}], ["yes", "no"])
+    assert france is not None and peru is not None
+    assert all(v <= 0 for v in (*france.values(), *peru.values()))  # log-probabilities
+    assert france["yes"] > france["no"] and peru["no"] > peru["yes"]
+
+
+def test_another_backend_gives_each_reply_its_first_tokens_log_probability_in_any_case(scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.first_tokens = lambda messages: {"Yes": -0.4, " yes": -1.6, "No": -2.5, "Maybe": -3.0}
+    llm = LLM(base_url=scripted_llm.url, model="scripted", api_key="x", timeout=10)
+    found = llm.choice_logprobs([{"role": "user", "content": "Is it? Answer yes or no."}], ["yes", "no", "perhaps"])
+    assert found is not None
+    assert found["yes"] == pytest.approx(np.logaddexp(-0.4, -1.6)) and found["no"] == pytest.approx(-2.5)
+    assert found["perhaps"] == pytest.approx(found["yes"] - 20)  # not among the top tokens
+    assert scripted_llm.requests[-1]["logprobs"] is True and scripted_llm.requests[-1]["max_tokens"] == 1
+
+
+def test_a_backend_that_gives_no_log_probabilities_is_asked_for_them_once(scripted_llm: ScriptedLLM) -> None:
+    llm = LLM(base_url=scripted_llm.url, model="scripted", api_key="x", timeout=10)
+    ask = [{"role": "user", "content": "Is it? Answer yes or no."}]
+    assert llm.choice_logprobs(ask, ["yes", "no"]) is None
+    assert llm.choice_logprobs(ask, ["yes", "no"]) is None
+    assert len(scripted_llm.requests) == 1

@@ -20,6 +20,10 @@ Why this wrapper exists:
   writes every request's state to disk and deletes a state when it is read. With `"dry": true` the
   same route only says whether such a state is at hand (kept or in RAM), reading nothing: a caller
   can then choose a shorter prompt for a prefix the model would otherwise read for seconds.
+- `POST /v1/assistant/choice` answers how likely each of a few one-word replies ("yes", "no") is as
+  the first token of the reply to a chat request: the server's OpenAI route gives log-probabilities
+  only with `logits_all=True`, which keeps a row of logits for every prompt position (gigabytes for
+  this vocabulary), while the last position's row, which is all this needs, is at hand anyway.
 """
 
 from __future__ import annotations
@@ -188,8 +192,11 @@ def _kept_cache(capacity_bytes: int) -> LlamaRAMCache:
     return KeptStates(capacity_bytes, _keep_config["folder"], _keep_config["limit_bytes"])
 
 
-def _add_keep_route(app: Any) -> Any:
-    """`POST /v1/assistant/keep` with a chat request's `messages`: read them (one generated token)
+def _add_routes(app: Any) -> Any:
+    """`POST /v1/assistant/choice` with a chat request's `messages` and `choices` (words): the
+    log-probability of each as the reply's first token, `{"logprobs": {choice: float}, "seconds"}`.
+
+    `POST /v1/assistant/keep` with a chat request's `messages`: read them (one generated token)
     and keep the state on disk. Answers `{"tokens", "new", "seconds"}`; 409 without `--keep_dir`.
     With `"dry": true`, reads nothing and answers `{"tokens", "kept", "seconds"}`: whether a request
     starting with these messages would find their state at hand (kept on disk or in RAM)."""
@@ -214,6 +221,32 @@ def _add_keep_route(app: Any) -> Any:
         finally:
             cache.keep_next = cache.dry_next = False
         return {**cache.last_kept, "seconds": round(time.perf_counter() - started, 3)}
+
+    def choice(llama: llama_cpp.Llama, messages: list[dict[str, Any]], choices: list[str]) -> dict[str, Any]:
+        started = time.perf_counter()
+        # A choice counts in any case ("yes", "Yes", "YES"): the first token of each spelling.
+        tokens = {c: sorted({llama.tokenize(v.encode(), add_bos=False, special=False)[0]
+                             for v in (c, c.capitalize(), c.upper())}) for c in choices}
+        seen: dict[str, float] = {}
+
+        def look(input_ids: Any, logits: Any) -> Any:
+            values = np.asarray(logits, dtype=np.float64)
+            total = np.logaddexp.reduce(values)
+            seen.update({c: float(np.logaddexp.reduce(values[t]) - total) for c, t in tokens.items()})
+            return logits
+
+        llama.create_chat_completion(messages=messages, max_tokens=1, temperature=0.0,
+                                     logits_processor=llama_cpp.LogitsProcessorList([look]))
+        return {"logprobs": seen, "seconds": round(time.perf_counter() - started, 3)}
+
+    @app.post("/v1/assistant/choice")
+    async def choice_route(body: dict[str, Any] = Body(...), llama_proxy: Any = Depends(get_llama_proxy)) -> dict[str, Any]:
+        messages, choices = body.get("messages"), body.get("choices")
+        if not isinstance(messages, list) or not messages:
+            raise HTTPException(status_code=422, detail="'messages' must be a non-empty list of chat messages.")
+        if not isinstance(choices, list) or not choices or not all(isinstance(c, str) and c.strip() for c in choices):
+            raise HTTPException(status_code=422, detail="'choices' must be a non-empty list of words.")
+        return await run_in_threadpool(choice, llama_proxy(body.get("model")), messages, [c.strip() for c in choices])
 
     @app.post("/v1/assistant/keep")
     async def keep_route(body: dict[str, Any] = Body(...), llama_proxy: Any = Depends(get_llama_proxy)) -> dict[str, Any]:
@@ -251,7 +284,7 @@ def patch() -> None:
     # with `create_app` (looked up at call time): both are swapped for the versions above.
     llama_cpp.LlamaRAMCache = _kept_cache  # type: ignore[assignment,misc]
     create_app = server_main.create_app
-    server_main.create_app = lambda *a, **k: _add_keep_route(create_app(*a, **k))  # type: ignore[assignment]
+    server_main.create_app = lambda *a, **k: _add_routes(create_app(*a, **k))  # type: ignore[assignment]
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+import numpy as np
+
 from ..config import Settings, is_loopback
 from ..errors import LLMError, LLMTimeoutError, LLMUnavailableError
 from ..text import shorten
@@ -52,6 +54,7 @@ class LLM:
         self._server = server
         self._hint = unreachable_hint
         self._where = base_url or "api.openai.com"
+        self._no_logprobs = False  # set when the backend turned down a request for log-probabilities
         import openai  # here, not at module level: commands that never generate skip its ~1 s import
 
         # Environment proxies must not capture loopback traffic to a local server.
@@ -155,6 +158,53 @@ class LLM:
         Answered without reading anything (a few ms). None where nothing is kept (see `keep_prefix`)."""
         reply = self._keep_request(messages, dry=True)
         return None if reply is None else bool(reply.get("kept"))
+
+    def choice_logprobs(self, messages: list[dict], choices: list[str]) -> dict[str, float] | None:
+        """How likely each of `choices` (one-word replies such as "yes" and "no", in any case) is as the
+        first word of the model's reply to `messages`: a log-probability per choice.
+
+        The embedded model answers through its own route (see `child`); another backend through the
+        OpenAI API's `logprobs` (a choice not among its top 20 first tokens gets 20 below the best
+        choice's). None where the backend gives no log-probabilities."""
+        import openai
+
+        self._revive()
+        if self._server is not None:
+            try:
+                reply = self._client.post("/assistant/choice", cast_to=object,
+                                          body={"model": self.model, "messages": messages, "choices": choices})
+            except Exception as exc:
+                raise self._translate(exc) from exc
+            found = reply.get("logprobs") if isinstance(reply, dict) else None
+            if not isinstance(found, dict) or set(found) != set(choices):
+                raise LLMError(f"The local LLM server sent an unexpected choice reply: {shorten(str(reply))}")
+            return {c: float(found[c]) for c in choices}
+        if self._no_logprobs:
+            return None
+        try:
+            response = self._client.chat.completions.create(
+                model=self.model, messages=messages, max_tokens=1, temperature=0.0,  # type: ignore[arg-type]
+                logprobs=True, top_logprobs=20,
+            )
+            first = response.choices[0].logprobs.content[0].top_logprobs  # type: ignore[union-attr,index]
+        except openai.BadRequestError:
+            self._no_logprobs = True  # the server does not give log-probabilities: asked once, not again
+            return None
+        except (AttributeError, IndexError, TypeError):
+            self._no_logprobs = True
+            return None
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        seen: dict[str, list[float]] = {c.lower(): [] for c in choices}
+        for entry in first:
+            word = entry.token.strip().lower()
+            if word in seen:
+                seen[word].append(entry.logprob)
+        if not any(seen.values()):
+            return None
+        found = {c: float(np.logaddexp.reduce(seen[c.lower()])) for c in choices if seen[c.lower()]}
+        floor = max(found.values()) - 20.0
+        return {c: found.get(c, floor) for c in choices}
 
     def _keep_request(self, messages: list[dict], dry: bool) -> dict[str, Any] | None:
         """The local server's keep route (see `child`); None where nothing is kept."""
