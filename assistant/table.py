@@ -22,7 +22,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -232,20 +231,11 @@ class TableBuilder:
         ]
 
     def _ask(self, paper: Paper, question: str, sentences: decide.Sentences, shown: list[int]) -> str:
-        """The model's short answer (or its "not stated")."""
-        schema = {
-            "type": "object",
-            # A one-letter key: the grammar makes the model write every character of the reply, and
-            # on a laptop CPU each token costs ~50 ms; the prompt says what "a" is. (An object, not a
-            # bare string: OpenAI's structured output takes only an object at the root.)
-            # A cell is a few words: bounded in the grammar, so generation stops there (characters).
-            "properties": {"a": {"type": "string", "maxLength": CELL_ANSWER_CHARS}},
-            "required": ["a"],
-            "additionalProperties": False,
-        }
+        """The model's short answer (or its "not stated"): one line, bounded by the backend's
+        grammar where it has one, so generation stops at `CELL_ANSWER_CHARS`."""
         llm = self.llm()
         reply = llm.chat(self._messages(paper, sentences, shown, question), max_tokens=CELL_ANSWER_TOKENS,
-                         response_format=llm.json_format(schema))
+                         **llm.line_format(CELL_ANSWER_CHARS))
         return _parse(reply)
 
     def keep(self, paper: Paper) -> dict[str, Any] | None:
@@ -299,13 +289,9 @@ def _locate(text: str, sentences: decide.Sentences, shown: list[int]) -> list[in
 
 
 def _parse(reply: str) -> str:
-    """The answer from the model's JSON (a reply cut short keeps what it has)."""
-    try:
-        data = json.loads(reply)
-    except json.JSONDecodeError:
-        answer = re.search(r'"a"\s*:\s*"([^"]*)', reply)
-        data = {"a": answer.group(1) if answer else ""}
-    return " ".join(str(data.get("a") or "" if isinstance(data, dict) else "").split()).strip()
+    """The answer of the model's one-line reply, without quotes around it, at most `CELL_ANSWER_CHARS`."""
+    line = (reply.strip().splitlines() or [""])[0]
+    return " ".join(line.split()).strip("\"'` ")[:CELL_ANSWER_CHARS].strip()
 
 
 # -- writing a table out -----------------------------------------------------------------------

@@ -1207,7 +1207,7 @@ def table_section(run: Run) -> None:
         new_model_session(run, run.a_real.tables.warm_up)  # the papers' rows are kept on disk
         tb["kept"] = timed_table(run.a_real, TABLE_PAPERS, TABLE_COLUMNS)
         tb["again"] = timed_table(run.a_real, TABLE_PAPERS, TABLE_COLUMNS)
-    say(f"  rows by topic: {tb['topic_rows']} papers in {tb['topic_rows_s']} s (retrieval and topic evidence, no model)")
+    say(f"  rows by topic: {tb['topic_rows']} papers in {tb['topic_rows_s']} s (retrieval, topic evidence, the cross-encoder and the model's odds for the likely ones)")
     say(f"  then their rows kept, as `assistant warm` does: {tb['keep_rows_s']} s for {len(TABLE_PAPERS)} papers")
     for key, label in (("cold", "papers read for the first time (the sentences closest to the columns)"),
                        ("kept", "a new session, the papers kept on disk (read before, or `assistant warm`)"),

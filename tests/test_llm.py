@@ -1,7 +1,7 @@
 """Tests of assistant.llm against the real packaged model and a real llama.cpp server (no mocks).
 
 The assembled GGUF lives in the shared cache (ASSISTANT_CACHE_DIR or the default), so only
-the first run ever pays for assembling it. The file makes two short real generations.
+the first run ever pays for assembling it. The file makes a few short real generations.
 """
 
 from __future__ import annotations
@@ -144,6 +144,23 @@ def test_prompt_cache_memory_stays_bounded(local_llm: tuple[LLM, list[str]]) -> 
     assert rss_mib(llm.server.pid) - before < 120
 
 
+def test_the_embedded_model_says_how_likely_each_one_word_reply_is(local_llm: tuple[LLM, list[str]]) -> None:
+    llm, _ = local_llm
+    ask = "Is Paris the capital of {}? Answer yes or no."
+    france = llm.choice_logprobs([{"role": "user", "content": ask.format("France")}], ["yes", "no"])
+    peru = llm.choice_logprobs([{"role": "user", "content": ask.format("Peru")}], ["yes", "no"])
+    assert france is not None and peru is not None
+    assert all(v <= 0 for v in (*france.values(), *peru.values()))  # log-probabilities
+    assert france["yes"] > france["no"] and peru["no"] > peru["yes"]
+
+
+def test_a_reply_asked_for_on_one_line_stops_at_the_grammars_bound(local_llm: tuple[LLM, list[str]]) -> None:
+    llm, _ = local_llm
+    ask = [{"role": "user", "content": "Write the numbers from 1 to 60, one per line."}]
+    reply = llm.chat(ask, max_tokens=64, **llm.line_format(20))
+    assert reply and "\n" not in reply and len(reply) <= 20
+
+
 def test_close_stops_server(local_llm: tuple[LLM, list[str]]) -> None:
     # Runs last in this file: it ends the module's server.
     llm, _ = local_llm
@@ -263,16 +280,6 @@ def test_states_of_another_llama_cpp_version_are_dropped_and_other_models_kept(t
         (folder / "a.npz").write_bytes(b"state")
     assert drop_outdated_states(current) == [older]
     assert current.exists() and other_model.exists() and not older.exists()
-
-
-def test_the_embedded_model_says_how_likely_each_one_word_reply_is(local_llm) -> None:
-    llm, _ = local_llm
-    ask = "Is Paris the capital of {}? Answer yes or no."
-    france = llm.choice_logprobs([{"role": "user", "content": ask.format("France")}], ["yes", "no"])
-    peru = llm.choice_logprobs([{"role": "user", "content": ask.format("Peru")}], ["yes", "no"])
-    assert france is not None and peru is not None
-    assert all(v <= 0 for v in (*france.values(), *peru.values()))  # log-probabilities
-    assert france["yes"] > france["no"] and peru["no"] > peru["yes"]
 
 
 def test_another_backend_gives_each_reply_its_first_tokens_log_probability_in_any_case(scripted_llm: ScriptedLLM) -> None:

@@ -25,7 +25,7 @@ SPEEDUP = "What speedup does it report?"
 
 
 def reply(answer: str) -> str:
-    return json.dumps({"a": answer})
+    return answer
 
 
 @pytest.fixture
@@ -72,8 +72,7 @@ def test_a_topic_chooses_its_papers_each_with_the_sentence_that_shows_it(shared_
 
 def test_a_topic_no_paper_is_about_gives_an_empty_table_that_says_so(shared_assistant):
     table = shared_assistant.table([SPEEDUP], topic="sourdough bread baking")
-    assert table.rows == [] and any("No paper" in n for n in table.notices)
-    assert shared_assistant.llm_loaded is None
+    assert table.rows == [] and table.cells == [] and any("No paper" in n for n in table.notices)
 
 
 def test_every_paper_of_a_corpus_file_can_be_the_rows(scripted):
@@ -106,14 +105,13 @@ def test_the_quote_is_the_sentence_that_holds_the_answers_figures(scripted):
     assert cell.status == "stated" and "1.25" in cell.citation.quote
 
 
-def test_the_model_is_asked_for_the_answer_alone_in_a_bounded_grammar(scripted):
-    # Every character the grammar forces costs a decoding step: the reply is {"a": "..."} only.
+def test_the_model_is_asked_for_the_answer_alone_on_one_line(scripted):
+    # No structure around the answer: on the embedded model every forced token costs a decoding
+    # step (its grammar bounds the line, see test_llm); another backend stops at the line's end.
     assistant, llm = scripted
     llm.responder = lambda messages: reply("1.25×–2.81×")
     assistant.table([SPEEDUP], papers=["Vegas"])
-    schema = llm.requests[-1]["response_format"]["json_schema"]["schema"]
-    assert schema["required"] == ["a"] and list(schema["properties"]) == ["a"]
-    assert schema["properties"]["a"]["maxLength"] > 0
+    assert llm.requests[-1]["stop"] == ["\n"] and "response_format" not in llm.requests[-1]
 
 
 def test_an_answer_as_long_as_the_grammar_allows_is_marked_as_possibly_cut(scripted):
@@ -172,9 +170,10 @@ def test_a_down_model_fails_the_cells_with_a_notice_and_stops_calling_it(shared_
     assert any("could not fill" in n for n in table.notices)
 
 
-def test_a_reply_cut_short_keeps_what_it_has():
-    assert _parse('{"a": "1.25× over vLLM') == "1.25× over vLLM"
-    assert _parse("not json at all") == ""
+def test_a_reply_is_read_as_its_first_line_without_quotes_and_cut_to_a_cells_length():
+    assert _parse('"1.25× over vLLM"\nThe abstract also says') == "1.25× over vLLM"
+    assert _parse("  ") == ""
+    assert len(_parse("x" * 200)) == CELL_ANSWER_CHARS
 
 
 # -- writing the table out -----------------------------------------------------------------------

@@ -4,7 +4,7 @@ eval/tables.jsonl (written by hand from the abstracts) holds, per topic, its com
 gold papers and column questions whose gold cell for each gold paper is a list of facts (any one
 of which the cell's answer must state) or null ("not stated in the abstract"). Two measurements:
   * rows: the papers `Assistant.tables.topic_rows` chooses for the topic, against its gold papers
-    (recall and precision; no model involved);
+    (recall and precision; the model weighs the likely candidates, as for a topic question);
   * cells: `Assistant.table` over the gold papers (so that a missed row does not hide its cells):
     a stated gold cell is right when the cell is stated and its answer holds a gold fact; a null
     one when the cell says "not stated"; every stated cell's quote must be verbatim and contiguous.

@@ -137,6 +137,16 @@ class LLM:
             return {"type": "json_object", "schema": schema}
         return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}}
 
+    def line_format(self, max_chars: int) -> dict[str, Any]:
+        """Request options that make the reply one line of at most `max_chars` characters.
+
+        llama-cpp-python's server takes a GBNF grammar, so generation stops there and no decoding
+        step goes to structure (a JSON object costs ~6 forced tokens, ~0.3 s on a laptop CPU).
+        Other backends stop at the first newline; the caller cuts the line to length."""
+        if self._server is not None:
+            return {"extra_body": {"grammar": f"root ::= [^\\n]{{1,{max_chars}}}"}}
+        return {"stop": ["\n"]}
+
     def chat(self, messages: list[dict], max_tokens: int | None = None, **options: Any) -> str:
         """The whole answer as one string."""
         # Streamed under the hood: a timed-out streaming request is cancelled by the local
