@@ -151,17 +151,23 @@ class AnswerEngine:
         own request then reads only the rest of the prompt."""
         if not (self.settings.whole_first_paper and context):
             return
-        user = messages[-1]["content"]
-        lead = self._block(*context[0])
-        end = user.find(lead)
-        if end < 0:  # the first block was cut to fit the model's window: nothing stable to keep
+        prefix = self._lead(messages, context)
+        if prefix is None:  # the first block was cut to fit the model's window: nothing stable to keep
             return
         try:
-            self.llm.keep_prefix([*messages[:-1], {"role": "user", "content": user[: end + len(lead)]}])
+            self.llm.keep_prefix(prefix)
         except LLMError:
             if strict:
                 raise
             # Not kept: the answer's own request reads the whole prompt, and reports a real failure.
+
+    def _lead(self, messages: list[dict[str, str]], context: list[tuple[Source, list[int]]]) -> list[dict[str, str]] | None:
+        """`messages` up to the end of the first paper's block: what `_keep_lead` keeps (None when
+        that block was cut to fit the model's window)."""
+        user = messages[-1]["content"]
+        lead = self._block(*context[0])
+        end = user.find(lead)
+        return None if end < 0 else [*messages[:-1], {"role": "user", "content": user[: end + len(lead)]}]
 
     def keep_paper(self, paper: Paper) -> None:
         """Have the model read the instructions and `paper`'s whole abstract, as a question about the
@@ -173,19 +179,26 @@ class AnswerEngine:
         context = [(source, list(range(len(source.clean_sentences))))]
         self._keep_lead(self._messages("", context), context, strict=True)
 
-    def topic_odds(self, topic: str, passage: Passage) -> float | None:
+    def topic_odds(self, topic: str, passage: Passage, kept_only: bool = False) -> float | None:
         """The model's log-odds that `passage`'s paper is about `topic` ("yes" against "no"), asked
         with the paper's whole abstract as a question about it opens its prompt, so a kept paper is
-        not read again. None where the backend gives no log-probabilities."""
+        not read again. None where the backend gives no log-probabilities, or with `kept_only` when
+        the embedded model has not kept the paper (reading it first would cost ~3 s)."""
         source = self._source(1, Passage(paper=passage.paper, text="", score=1.0))
         context = [(source, list(range(len(source.clean_sentences))))]
         messages = self._messages(self.prompts.topic_judge.format(topic=topic), context)
+        if kept_only:
+            prefix = self._lead(messages, context)
+            if prefix is None or self.llm.has_kept(prefix) is False:
+                return None
         logprobs = self.llm.choice_logprobs(messages, ["yes", "no"])
         return None if logprobs is None else logprobs["yes"] - logprobs["no"]
 
     def topic_judge(self, topic: str, notices: list[str]) -> decide.Judge | None:
         """`topic_odds` for `topic` as `decide.on_topic` asks it, or None when the settings turn it off.
-        A model that fails is asked no more for this topic (a notice says so): the rule decides alone."""
+        Only papers the model has kept are asked about (kept by `assistant warm`, or read ahead while
+        idle): the others are weighed by the rule alone. A model that fails is asked no more for this
+        topic (a notice says so)."""
         if not self.settings.topic_judge:
             return None
         failed: list[LLMError] = []
@@ -194,7 +207,7 @@ class AnswerEngine:
             if failed:
                 return None
             try:
-                return self.topic_odds(topic, passage)
+                return self.topic_odds(topic, passage, kept_only=True)
             except LLMError as exc:
                 failed.append(exc)
                 notices.append(f"The model could not weigh the papers ({exc}); they were chosen without it.")

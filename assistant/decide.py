@@ -920,23 +920,24 @@ def on_topic(
 
     A candidate is on the topic when the fitted rule (`TOPIC_WEIGHTS`) gives it a probability of at
     least `threshold`. With `judge` (the model's log-odds that a candidate is on the topic, or None
-    where the backend cannot tell), the candidates the rule finds at least `TOPIC_JUDGE_FLOOR`
-    likely are weighed again with the model's odds (`TOPIC_JUDGED_WEIGHTS`). Used by topic
+    where it cannot tell), the candidates the rule finds at least `TOPIC_JUDGE_FLOOR` likely and the
+    model can tell about are weighed again with its odds (`TOPIC_JUDGED_WEIGHTS`). Used by topic
     questions and by the rows of a table chosen by topic.
     """
     rows = topic_features(topic, topic_vector, candidates, bank, rerank)
     scores = [_logistic(features, TOPIC_WEIGHTS, TOPIC_BIAS) for _, _, features in rows]
     asked = [i for i, score in enumerate(scores) if score >= TOPIC_JUDGE_FLOOR] if judge is not None else []
-    odds = [judge(rows[i][0]) for i in asked] if judge is not None else []
-    if asked and all(o is not None for o in odds):
-        for i, features in zip(asked, judged_features([rows[i][2] for i in asked], odds)):
-            scores[i] = _logistic(features, TOPIC_JUDGED_WEIGHTS, TOPIC_JUDGED_BIAS)
+    judged = [(i, o) for i in asked if (o := judge(rows[i][0])) is not None] if judge is not None else []
+    if judged:
+        features = judged_features([rows[i][2] for i, _ in judged], [o for _, o in judged])
+        for (i, _), f in zip(judged, features):
+            scores[i] = _logistic(f, TOPIC_JUDGED_WEIGHTS, TOPIC_JUDGED_BIAS)
     scored = [TopicMember(p, s, round(score, 4)) for (p, s, _), score in zip(rows, scores)]
     scored.sort(key=lambda m: -m.score)
     return [m for m in scored if m.score >= threshold], scored
 
 
-def judged_features(features: Sequence[np.ndarray], odds: Sequence[float | None]) -> list[np.ndarray]:
+def judged_features(features: Sequence[np.ndarray], odds: Sequence[float]) -> list[np.ndarray]:
     """`TOPIC_JUDGED_FEATURES` of the candidates the model was asked about."""
     clipped = np.clip(np.array(odds, dtype=float), -ODDS_CLIP, ODDS_CLIP)
     return [np.concatenate([f, [o, o - clipped.max()]]) for f, o in zip(features, clipped)]

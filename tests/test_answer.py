@@ -15,7 +15,7 @@ import time
 import pytest
 
 from assistant import Answer, Assistant
-from assistant.types import Evidence
+from assistant.types import Evidence, Passage
 from assistant.chunk import count_tokens
 from assistant.errors import QuestionError
 from assistant.decide import unknown_specifics
@@ -318,3 +318,15 @@ def test_warm_with_another_backend_says_nothing_is_kept_and_asks_it_nothing(shar
 def test_warm_names_an_unknown_paper(shared_index_dir):
     done = run_cli("warm", "--papers", "No Such Paper", index_dir=shared_index_dir)
     assert done.returncode != 0 and "No paper is called 'No Such Paper'" in done.stderr
+
+
+@pytest.mark.llm
+def test_the_model_weighs_a_topic_candidate_only_once_it_has_kept_the_paper(shared_index_dir, tmp_path):
+    # Reading an abstract first costs ~3 s: a topic list does not wait for it, the rule decides.
+    with Assistant.from_settings(make_settings(shared_index_dir, llm_kept_states_dir=tmp_path)) as assistant:
+        vegas = Passage(paper=next(p for p in assistant.papers if p.title == "Vegas"), text="", score=1.0)
+        assert assistant.engine.topic_odds("speculative decoding", vegas, kept_only=True) is None
+        assistant.engine.keep_paper(vegas.paper)
+        on_topic = assistant.engine.topic_odds("speculative decoding", vegas, kept_only=True)
+        off_topic = assistant.engine.topic_odds("federated learning", vegas, kept_only=True)
+        assert on_topic is not None and off_topic is not None and on_topic > 0 > off_topic
