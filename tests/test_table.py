@@ -61,8 +61,16 @@ def test_a_table_needs_to_know_its_papers(shared_assistant):
         shared_assistant.table([SPEEDUP])
 
 
-def test_a_topic_chooses_its_papers_each_with_the_sentence_that_shows_it(shared_assistant):
-    rows = shared_assistant.tables.topic_rows("federated learning")
+@pytest.fixture(scope="module")
+def weighing(shared_index_dir):
+    """An Assistant whose embedded model may be asked whether candidates are on a topic (kept apart
+    from `shared_assistant`, whose tests check that retrieval alone never starts the model)."""
+    with Assistant.from_settings(make_settings(shared_index_dir)) as assistant:
+        yield assistant
+
+
+def test_a_topic_chooses_its_papers_each_with_the_sentence_that_shows_it(weighing):
+    rows = weighing.tables.topic_rows("federated learning")
     assert {row.paper.title for row in rows} == {"FedUSD", "RC-FCL"}
     for row in rows:
         span = row.reason.spans[0]
@@ -70,8 +78,8 @@ def test_a_topic_chooses_its_papers_each_with_the_sentence_that_shows_it(shared_
         assert "Federated" in span.text
 
 
-def test_a_topic_no_paper_is_about_gives_an_empty_table_that_says_so(shared_assistant):
-    table = shared_assistant.table([SPEEDUP], topic="sourdough bread baking")
+def test_a_topic_no_paper_is_about_gives_an_empty_table_that_says_so(weighing):
+    table = weighing.table([SPEEDUP], topic="sourdough bread baking")
     assert table.rows == [] and table.cells == [] and any("No paper" in n for n in table.notices)
 
 
