@@ -926,8 +926,10 @@ def on_topic(
     """
     rows = topic_features(topic, topic_vector, candidates, bank, rerank)
     scores = [_logistic(features, TOPIC_WEIGHTS, TOPIC_BIAS) for _, _, features in rows]
-    asked = [i for i, score in enumerate(scores) if score >= TOPIC_JUDGE_FLOOR] if judge is not None else []
-    judged = [(i, o) for i in asked if (o := judge(rows[i][0])) is not None] if judge is not None else []
+    judged: list[tuple[int, float]] = []
+    if judge is not None:
+        asked = [i for i, score in enumerate(scores) if score >= TOPIC_JUDGE_FLOOR]
+        judged = [(i, o) for i in asked if (o := judge(rows[i][0])) is not None]
     if judged:
         features = judged_features([rows[i][2] for i, _ in judged], [o for _, o in judged])
         for (i, _), f in zip(judged, features):

@@ -3,7 +3,8 @@
 Rows are papers: given by id or title, chosen by a topic (the same retrieval and topic evidence as
 a "which papers are about X" question), or every paper of a corpus file. Columns are the user's
 questions. Each cell is decided on one paper's own sentences, like a single-paper fact question:
-- the model (grammar-constrained JSON) writes a short answer, or "not stated";
+- the model writes a short answer, or "not stated", on one line (bounded by a grammar on the
+  embedded model);
 - then the application decides: a decline is "not stated"; the quote is the shown sentence that
   holds the answer's figures and most of its words, else the cell is "not stated"; the quote must
   carry the asked slot (a figure for "how much"), and the sentence with the figure must speak of

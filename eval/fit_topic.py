@@ -77,7 +77,7 @@ def judged(data: list[dict], base: LogisticRegression) -> list[dict]:
     out = []
     for d in data:
         at = np.flatnonzero((base.predict_proba(d["x"])[:, 1] >= decide.TOPIC_JUDGE_FLOOR) & ~np.isnan(d["odds"]))
-        x = np.array(decide.judged_features(list(d["x"][at]), list(d["odds"][at]))) if len(at) else np.zeros((0, 8))
+        x = np.array(decide.judged_features(list(d["x"][at]), list(d["odds"][at]))) if len(at) else np.zeros((0, len(decide.TOPIC_JUDGED_FEATURES)))
         out.append({"x": x, "y": d["y"][at], "at": at})
     return out
 
