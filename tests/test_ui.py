@@ -696,6 +696,21 @@ def test_a_topic_group_fills_the_papers_of_the_table(shared_assistant):
     assert update["value"] == [p.id for p in group.papers] and label in status
 
 
+def test_papers_by_typed_topic_say_when_the_model_failed_while_weighing_them(shared_index_dir, scripted_llm):
+    from assistant.ui.compare import CompareController
+
+    def fail(messages):
+        raise RuntimeError("out of memory")
+
+    scripted_llm.first_tokens = fail
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
+    with Assistant.from_settings(settings) as assistant:
+        update, status = CompareController(assistant).from_topic("sparse attention for video")
+        titles = {p.title for p in assistant.papers if p.id in update["value"]}
+    assert "ISA" in titles, "the rule alone still chooses the papers"
+    assert "could not weigh the papers" in status
+
+
 def test_exporting_a_table_removes_exports_older_than_a_day(tmp_path, monkeypatch):
     import os
     import time

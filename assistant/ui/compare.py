@@ -99,13 +99,15 @@ class CompareController:
 
     def from_topic(self, topic: str) -> tuple[Any, str]:
         """The papers on a typed topic (the same evidence as a "which papers are about …" question)."""
+        notices: list[str] = []  # e.g. the model failed while weighing: the rule alone chose the papers
         try:
-            rows = self.assistant.tables.topic_rows(topic)
+            rows = self.assistant.tables.topic_rows(topic, notices=notices)
         except AssistantError as exc:
             return gr.update(), job_status(str(exc), "error")
         if not rows:
-            return gr.update(), job_status(f"No paper in the collection is about {topic}.", "error")
-        return gr.update(value=[row.paper.id for row in rows]), job_status(f"{len(rows)} papers on “{topic}”.")
+            return gr.update(), job_status(" ".join([f"No paper in the collection is about {topic}.", *notices]), "error")
+        return (gr.update(value=[row.paper.id for row in rows]),
+                job_status(" ".join([f"{len(rows)} papers on “{topic}”.", *notices])))
 
     def fill(self, paper_ids: list[str], columns_text: str) -> Iterator[tuple[Any, str, Table | None, Any, str]]:
         """Stream the table: (grid, status, table, export button, evidence panel) after each cell."""
