@@ -175,17 +175,20 @@ class AnswerEngine:
         if not self.settings.whole_first_paper or self.settings.answer_format == "quote_first":
             return
         self.sentences.warm([paper])
-        source = self._source(1, Passage(paper=paper, text="", score=1.0))
-        context = [(source, list(range(len(source.clean_sentences))))]
+        context = self._whole(paper)
         self._keep_lead(self._messages("", context), context, strict=True)
+
+    def _whole(self, paper: Paper) -> list[tuple[Source, list[int]]]:
+        """`paper`'s whole abstract as the first (and only) source of a prompt, as a question about it opens."""
+        source = self._source(1, Passage(paper=paper, text="", score=1.0))
+        return [(source, list(range(len(source.clean_sentences))))]
 
     def topic_odds(self, topic: str, passage: Passage, kept_only: bool = False) -> float | None:
         """The model's log-odds that `passage`'s paper is about `topic` ("yes" against "no"), asked
         with the paper's whole abstract as a question about it opens its prompt, so a kept paper is
         not read again. None where the backend gives no log-probabilities, or with `kept_only` when
         the embedded model has not kept the paper (reading it first would cost ~3 s)."""
-        source = self._source(1, Passage(paper=passage.paper, text="", score=1.0))
-        context = [(source, list(range(len(source.clean_sentences))))]
+        context = self._whole(passage.paper)
         messages = self._messages(self.prompts.topic_judge.format(topic=topic), context)
         if kept_only:
             prefix = self._lead(messages, context)

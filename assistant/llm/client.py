@@ -197,10 +197,8 @@ class LLM:
                 logprobs=True, top_logprobs=20,
             )
             first = response.choices[0].logprobs.content[0].top_logprobs  # type: ignore[union-attr,index]
-        except openai.BadRequestError:
-            self._no_logprobs = True  # the server does not give log-probabilities: asked once, not again
-            return None
-        except (AttributeError, IndexError, TypeError):
+        except (openai.BadRequestError, AttributeError, IndexError, TypeError):
+            # Turned down, or a reply without them: the server gives no log-probabilities; asked once, not again.
             self._no_logprobs = True
             return None
         except Exception as exc:
