@@ -246,12 +246,19 @@ def cmd_table(args: argparse.Namespace) -> int:
     try:
         events = assistant.table_events(columns, papers=_split(args.papers) or None, topic=args.topic,
                                         source=args.source)
+        if args.topic and not args.papers:
+            print(f"Choosing the papers on “{args.topic}”…", file=sys.stderr)
         for event in events:
             if isinstance(event, Row):
+                # The bar starts with the rows, before the first cell is filled, so its count and
+                # rate include that cell; each row adds its cells to the total.
                 rows.append(event)
-            elif isinstance(event, Cell):
                 if bar is None:
-                    bar = tqdm(total=len(rows) * len(columns), unit="cell", desc="Filling the table", file=sys.stderr)
+                    bar = tqdm(total=len(columns), unit="cell", desc="Filling the table", file=sys.stderr)
+                else:
+                    bar.total = len(rows) * len(columns)
+                    bar.refresh()
+            elif isinstance(event, Cell) and bar is not None:
                 bar.update(1)
             elif isinstance(event, Table):
                 table = event

@@ -230,8 +230,9 @@ def test_the_cli_writes_csv_and_prints_the_markdown_table(shared_index_dir, scri
     assert [r[1] for r in csv.reader(io.StringIO(out.read_text()))] == ["title", "Vegas", "ARM"]
 
 
-def test_the_cli_says_when_no_paper_is_on_the_topic(shared_index_dir):
+def test_the_cli_says_it_is_choosing_a_topics_papers_and_when_none_is_on_it(shared_index_dir):
     done = run_cli("table", "--topic", "sourdough bread baking", "-c", SPEEDUP, index_dir=shared_index_dir)
+    assert "Choosing the papers on “sourdough bread baking”…" in done.stderr
     assert done.returncode == 1 and "No paper in the collection is about" in done.stderr and not done.stdout
 
 
