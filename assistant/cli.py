@@ -18,7 +18,7 @@ from typing import Any
 
 from .config import Settings
 from .errors import AssistantError
-from .text import clean_markup
+from .text import clean_markup, shorten
 from .types import Evidence
 
 EXAMPLES = """examples:
@@ -247,7 +247,7 @@ def cmd_table(args: argparse.Namespace) -> int:
         events = assistant.table_events(columns, papers=_split(args.papers) or None, topic=args.topic,
                                         source=args.source)
         if args.topic and not args.papers:
-            print(f"Choosing the papers on “{args.topic}”…", file=sys.stderr)
+            print(f"Choosing the papers on “{shorten(args.topic, 80)}”…", file=sys.stderr)
         for event in events:
             if isinstance(event, Row):
                 # The bar starts with the rows, before the first cell is filled, so its count and

@@ -109,6 +109,9 @@ class TableBuilder:
         topic = decide.sanitize(topic)
         if not topic:
             raise QuestionError("The topic is empty. Name a topic, e.g. --topic \"KV cache\".")
+        if count_tokens(topic) > self.settings.max_question_tokens:
+            raise QuestionError(f"The topic \"{shorten(topic, 60)}\" is longer than {self.settings.max_question_tokens} "
+                                "tokens; name it in a few words, e.g. --topic \"KV cache\".")
         vector = self.encode([topic])[0]
         candidates = self.retriever.retrieve(topic, k=self.settings.table_candidates, source=source,
                                              embedding=vector.tolist())

@@ -78,6 +78,11 @@ def test_a_topic_chooses_its_papers_each_with_the_sentence_that_shows_it(weighin
         assert "Federated" in span.text
 
 
+def test_a_topic_longer_than_a_question_may_be_is_an_error_that_says_so(shared_assistant):
+    with pytest.raises(QuestionError, match="name it in a few words"):
+        shared_assistant.table([SPEEDUP], topic="KV cache compression " * 300)
+
+
 def test_a_topic_no_paper_is_about_gives_an_empty_table_that_says_so(weighing):
     table = weighing.table([SPEEDUP], topic="sourdough bread baking")
     assert table.rows == [] and table.cells == [] and any("No paper" in n for n in table.notices)
