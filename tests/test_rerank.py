@@ -29,7 +29,7 @@ def test_more_texts_than_one_batch_are_all_scored_in_order(cross_encoder: CrossE
     assert cross_encoder.score("federated learning", []).shape == (0,)
 
 
-def test_a_query_longer_than_the_window_is_read_up_to_its_first_128_word_pieces(cross_encoder: CrossEncoder) -> None:
+def test_a_query_longer_than_the_window_is_cut_and_still_reads_the_text(cross_encoder: CrossEncoder) -> None:
     texts = ["In federated learning, clients train a shared model without sending their data to the server.",
              "We render a 3D scene from a single photograph."]
     long = cross_encoder.score("federated learning " * 300, texts)
