@@ -41,9 +41,10 @@ class CrossEncoder:
     """Scores (query, text) pairs: a logit, higher the better the text answers the query (above 0: a match)."""
 
     def __init__(self, threads: int = 0) -> None:
-        # "longest_first" cuts whichever of the pair is longer: the text, as long as the query is
-        # shorter than it (every query of the application), and an overlong query too, where
-        # "only_second" would fail outright once the query alone fills the window.
+        # "longest_first" takes word pieces off whichever of the pair is longer. For a query up to
+        # about half the window (every topic and question of the evaluation) that is only the text,
+        # as with "only_second" (the same scores on every evaluation pair); a longer query is cut
+        # too, where "only_second" fails outright once the query alone fills the window.
         self._session, self._tokenizer = onnx_model(
             _packaged_file("model"), _packaged_file("tokenizer"), threads, _MAX_TOKENS, strategy="longest_first"
         )
