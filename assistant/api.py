@@ -86,7 +86,7 @@ class Assistant:
         from .llm import connect
 
         mark = time.perf_counter()
-        llm = connect(self.settings, progress=None if self._quiet_start else self.notify)
+        llm = connect(self.settings, progress=None if self._quiet_start else self.notify, notify=lambda m: self.notify(m))
         self.timings["llm_start"] = time.perf_counter() - mark
         return llm
 

@@ -867,6 +867,35 @@ def machine_section(run: Run) -> None:
     say(f"  importing the assistant package took {IMPORT_SECONDS:.2f} s")
 
 
+def model_limits_section(run: Run) -> None:
+    """What the embedded model can do on this machine, measured first and on its own (no other
+    work of the benchmark running): every latency later in the report reads as a ratio to these."""
+    if run.args.skip_llm:
+        return
+    from assistant.llm import LLM, LocalServer, ensure_gguf
+
+    m = run.rep.section("model_limits", "Model limits on this machine (embedded model, straight against its server)")
+    settings = Settings(llm_backend="local", llm_base_url=None, llm_kept_states_mb=0)
+    server = LocalServer(ensure_gguf(settings), settings).start()
+    llm = LLM(base_url=server.url, model=server.alias, api_key="not-needed", timeout=settings.llm_timeout, server=server)
+    try:
+        tp = measure_llm_throughput(llm, load_papers(real_corpus()))
+    finally:
+        llm.close()
+    cpu = run.rep.data.get("machine", {}).get("cpu_model", "unknown CPU")
+    m.update({
+        "cpu_model": cpu, "threads": settings.llm_threads, "cpu_fallback": server.cpu_fallback,
+        "prefill_tokens_per_s": tp.get("prompt_tokens_per_s"), "decode_tokens_per_s": tp.get("generated_tokens_per_s"),
+        "model_load_seconds": r(server.load_seconds, 3),
+    })
+    say(f"  {cpu}, {settings.llm_threads} threads{' (CPU fallback: no extra buffer types)' if server.cpu_fallback else ''}: "
+        f"prefill {m['prefill_tokens_per_s']} tokens/s, decode {m['decode_tokens_per_s']} tokens/s, "
+        f"model load {m['model_load_seconds']} s")
+    say("  (a 500-token prompt then costs about "
+        f"{500 / (m['prefill_tokens_per_s'] or float('inf')):.1f} s to read, and 40 generated tokens "
+        f"{40 / (m['decode_tokens_per_s'] or float('inf')):.1f} s: read later latencies against these)")
+
+
 def synthetic_corpus_section(run: Run) -> None:
     run.synth_path = run.ctx.tmp / f"synthetic_{run.n_synth}.jsonl"
     mark = time.perf_counter()
@@ -1272,7 +1301,7 @@ def memory_section(run: Run) -> None:
 
 
 SECTIONS: list[Callable[[Run], None]] = [
-    machine_section, synthetic_corpus_section, embedding_section, real_index_section, synthetic_index_section,
+    machine_section, model_limits_section, synthetic_corpus_section, embedding_section, real_index_section, synthetic_index_section,
     topics_section, retrieval_section, chroma_server_section, llm_section, answer_latency_section, table_section,
     first_question_section, memory_section,
 ]

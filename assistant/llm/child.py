@@ -1,7 +1,7 @@
 """The local model's server process itself: `llama_cpp.server` with a prompt cache that stays small,
 and prompt states kept on disk.
 
-`server.LocalServer` runs `python -m assistant.llm.child [--keep_dir DIR --keep_mb N] <llama_cpp.server
+`server.LocalServer` runs `python -m assistant.llm.child [--keep_dir DIR --keep_mb N] [--no_extra_bufts] <llama_cpp.server
 arguments>`. The server's RAM prompt cache keeps the model state after each request, so a request
 that shares a prefix with any earlier one (the fixed instruction prefix, a repeated question)
 re-reads only the part that differs, not just when it shares it with the request before.
@@ -20,6 +20,10 @@ Why this wrapper exists:
   writes every request's state to disk and deletes a state when it is read. With `"dry": true` the
   same route only says whether such a state is at hand (kept or in RAM), reading nothing: a caller
   can then choose a shorter prompt for a prefix the model would otherwise read for seconds.
+- `--no_extra_bufts` loads the model without llama.cpp's extra buffer types (the CPU-specific weight
+  layouts: AMX tiles, repacked blocks). `llama_cpp.server` has no option for it. A llama.cpp built with
+  AMX kernels by GCC 12 dies with SIGILL on its first real prompt; without those buffers the same build
+  runs (see `server.LocalServer`, which restarts the server this way after such a crash).
 - `POST /v1/assistant/choice` answers how likely each of a few one-word replies ("yes", "no") is as
   the first token of the reply to a chat request: the server's OpenAI route gives log-probabilities
   only with `logits_all=True`, which keeps a row of logits for every prompt position (gigabytes for
@@ -187,7 +191,7 @@ _keep_config: dict[str, Any] = {}
 
 def _kept_cache(capacity_bytes: int) -> LlamaRAMCache:
     """What the server builds for `--cache_type ram`: with `--keep_dir`, a cache that also keeps states on disk."""
-    if not _keep_config:
+    if "folder" not in _keep_config:
         return LlamaRAMCache(capacity_bytes)
     return KeptStates(capacity_bytes, _keep_config["folder"], _keep_config["limit_bytes"])
 
@@ -259,11 +263,14 @@ def _add_routes(app: Any) -> Any:
 
 
 def _take_keep_options(argv: list[str]) -> list[str]:
-    """Remove `--keep_dir DIR` and `--keep_mb N` from `argv` (llama_cpp.server does not know them)
-    into `_keep_config`; the rest of `argv`."""
+    """Remove `--keep_dir DIR`, `--keep_mb N` and `--no_extra_bufts` from `argv` (llama_cpp.server does
+    not know them) into `_keep_config`; the rest of `argv`."""
     options, rest, i = {}, [], 0
     while i < len(argv):
-        if argv[i] in ("--keep_dir", "--keep_mb") and i + 1 < len(argv):
+        if argv[i] == "--no_extra_bufts":
+            _keep_config["no_extra_bufts"] = True
+            i += 1
+        elif argv[i] in ("--keep_dir", "--keep_mb") and i + 1 < len(argv):
             options[argv[i]] = argv[i + 1]
             i += 2
         else:
@@ -275,6 +282,18 @@ def _take_keep_options(argv: list[str]) -> list[str]:
     return rest
 
 
+def _without_extra_buffers(default_params: Callable[[], Any]) -> Callable[[], Any]:
+    """`llama_model_default_params` with `use_extra_bufts` off (read by `Llama.__init__` at call time)."""
+
+    @functools.wraps(default_params)
+    def params() -> Any:
+        value = default_params()
+        value.use_extra_bufts = False
+        return value
+
+    return params
+
+
 def patch() -> None:
     import llama_cpp.server.__main__ as server_main
 
@@ -283,6 +302,9 @@ def patch() -> None:
     # The server builds its cache as `llama_cpp.LlamaRAMCache(capacity_bytes=...)` and its app
     # with `create_app` (looked up at call time): both are swapped for the versions above.
     llama_cpp.LlamaRAMCache = _kept_cache  # type: ignore[assignment,misc]
+    if _keep_config.get("no_extra_bufts"):
+        low_level = llama_cpp.llama_cpp
+        low_level.llama_model_default_params = _without_extra_buffers(low_level.llama_model_default_params)  # type: ignore[method-assign]
     create_app = server_main.create_app
     server_main.create_app = lambda *a, **k: _add_routes(create_app(*a, **k))  # type: ignore[assignment]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -43,6 +43,7 @@ class LLM:
         temperature: float = 0.0,
         server: LocalServer | None = None,
         unreachable_hint: str = "Start it or unset ASSISTANT_LLM_BASE_URL to use the embedded model.",
+        notify: Callable[[str], None] | None = None,
     ) -> None:
         self.model = model
         self.base_url = base_url
@@ -55,6 +56,7 @@ class LLM:
         self._hint = unreachable_hint
         self._where = base_url or "api.openai.com"
         self._no_logprobs = False  # set when the backend turned down a request for log-probabilities
+        self._notify = notify or (lambda message: None)
         import openai  # here, not at module level: commands that never generate skip its ~1 s import
 
         # Environment proxies must not capture loopback traffic to a local server.
@@ -78,8 +80,32 @@ class LLM:
         self.base_url = self._where = server.url
         self._client.base_url = server.url
 
+    def _restarted_after_sigill(self) -> bool:
+        """Whether the local server just died of SIGILL and was started again without llama.cpp's
+        extra buffer types (once; see `server`), so the request that killed it can be sent again."""
+        server = self._server
+        if server is None or not server.died_of_illegal_instruction or not server.use_cpu_fallback():
+            return False
+        self._notify(
+            "The local model crashed with an illegal instruction (SIGILL: its llama.cpp build does not fit this CPU); "
+            "restarted it without CPU-specific weight layouts. To repair the build: bash scripts/setup.sh"
+        )
+        self._revive()
+        return True
+
     def stream_chat(self, messages: list[dict], max_tokens: int | None = None, **options: Any) -> Iterator[str]:
         """Yield the answer's text deltas as they arrive; `options` go to the API (e.g. stop)."""
+        streamed = False
+        try:
+            for delta in self._stream_once(messages, max_tokens, **options):
+                streamed = True
+                yield delta
+        except LLMUnavailableError:
+            if streamed or not self._restarted_after_sigill():
+                raise
+            yield from self._stream_once(messages, max_tokens, **options)
+
+    def _stream_once(self, messages: list[dict], max_tokens: int | None = None, **options: Any) -> Iterator[str]:
         self._revive()
         deadline = time.monotonic() + self.timeout
         try:
@@ -180,11 +206,8 @@ class LLM:
 
         self._revive()
         if self._server is not None:
-            try:
-                reply = self._client.post("/assistant/choice", cast_to=object,
-                                          body={"model": self.model, "messages": messages, "choices": choices})
-            except Exception as exc:
-                raise self._translate(exc) from exc
+            body = {"model": self.model, "messages": messages, "choices": choices}
+            reply = self._post_local("/assistant/choice", body)
             found = reply.get("logprobs") if isinstance(reply, dict) else None
             if not isinstance(found, dict) or set(found) != set(choices):
                 raise LLMError(f"The local LLM server sent an unexpected choice reply: {shorten(str(reply))}")
@@ -222,16 +245,25 @@ class LLM:
             return None
         self._revive()
         try:
-            reply = self._client.post(
-                "/assistant/keep", cast_to=object, body={"model": self.model, "messages": messages, "dry": dry}
-            )
-        except openai.APIStatusError as exc:
-            if exc.status_code == 409:
+            reply = self._post_local("/assistant/keep", {"model": self.model, "messages": messages, "dry": dry})
+        except LLMError as exc:
+            if isinstance(exc.__cause__, openai.APIStatusError) and exc.__cause__.status_code == 409:
                 return None
-            raise self._translate(exc) from exc
-        except Exception as exc:
-            raise self._translate(exc) from exc
+            raise
         return reply if isinstance(reply, dict) else None
+
+    def _post_local(self, path: str, body: dict[str, Any]) -> Any:
+        """A request to one of the local server's own routes (see `child`), sent again once if it killed
+        the server with SIGILL."""
+        for attempt in (0, 1):
+            try:
+                return self._client.post(path, cast_to=object, body=body)
+            except Exception as exc:
+                error = self._translate(exc)
+                if attempt == 0 and isinstance(error, LLMUnavailableError) and self._restarted_after_sigill():
+                    continue
+                raise error from exc
+        raise AssertionError("unreachable")
 
     def _timeout_message(self) -> str:
         return (
@@ -310,8 +342,11 @@ def _cause(exc: BaseException) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def connect(settings: Settings, progress: Progress | None = None) -> LLM:
+def connect(settings: Settings, progress: Progress | None = None, notify: Progress | None = None) -> LLM:
     """The LLM chosen by settings; for the local backend this assembles and starts the model.
+
+    `progress` hears the loading steps; `notify` what happens later that a user should know (the local
+    server restarted in its CPU fallback after a crash); it defaults to `progress`.
 
     Precedence: `llm_backend="openai"` (OpenAI, or an OpenAI-style proxy at `llm_base_url`,
     key required); else `llm_backend="server"` or `llm_base_url` set (any compatible server);
@@ -350,7 +385,8 @@ def connect(settings: Settings, progress: Progress | None = None) -> LLM:
         return LLM(
             base_url=server.url, model=alias, api_key="not-needed", name=f"{label} (local, llama.cpp)",
             context_window=settings.llm_context, server=server,
-            unreachable_hint=f"The local server may have crashed; see {server.log_path}.", **common,
+            unreachable_hint=f"The local server may have crashed; see {server.log_path}.", notify=notify or progress,
+            **common,
         )
     except BaseException:
         server.stop()

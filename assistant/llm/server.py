@@ -4,6 +4,11 @@
 for why not `llama_cpp.server` directly), waits until it answers, and supervises it: the child
 is stopped at exit, on SIGTERM and, on Linux, by the kernel if this process dies; when it dies
 on its own, `describe_exit` says how, in one sentence naming its log file.
+
+A llama.cpp built with `-march=native` on an Intel CPU with AMX holds AMX kernels that GCC 12
+miscompiles: the server dies with SIGILL on its first real prompt (`scripts/setup.sh` builds without
+them). `use_cpu_fallback` restarts such a server without llama.cpp's extra buffer types, which keeps
+those kernels unused, and remembers that for this build of the library.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import atexit
 import contextlib
 import ctypes
 import glob
+import hashlib
 import importlib.util
 import os
 import re
@@ -141,6 +147,19 @@ def drop_outdated_states(folder: Path) -> list[Path]:
     return dropped
 
 
+def _cpu_fallback_marker(settings: Settings) -> Path | None:
+    """The file that says this build of llama.cpp's CPU library died of SIGILL here (named after the
+    library files' size and time, so a rebuild by `scripts/setup.sh` starts afresh); None without
+    llama-cpp-python."""
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.origin:
+        return None
+    libraries = sorted(Path(spec.origin).parent.glob("lib/lib*.so*"))
+    identity = "|".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in libraries if p.is_file())
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    return Path(settings.cache_dir).expanduser() / "llama-cpu-fallback" / digest
+
+
 def _llama_cpp_version() -> str:
     from importlib import metadata
 
@@ -176,6 +195,9 @@ class LocalServer:
         self._log_offset = 0
         self._started_at = 0.0
         self._stopped = False
+        self._fallback_marker = _cpu_fallback_marker(settings)
+        # Without llama.cpp's extra buffer types: set after this build of the library died of SIGILL.
+        self.cpu_fallback = self._fallback_marker is not None and self._fallback_marker.exists()
 
     @property
     def url(self) -> str:
@@ -195,6 +217,24 @@ class LocalServer:
         """It was started and has ended without being stopped (a crash or a kill)."""
         return self.process is not None and not self._stopped and not self.running
 
+    @property
+    def died_of_illegal_instruction(self) -> bool:
+        """It crashed with SIGILL: its llama.cpp build uses an instruction this CPU cannot run."""
+        return self.crashed and self.process is not None and self.process.returncode == -signal.SIGILL
+
+    def use_cpu_fallback(self) -> bool:
+        """After a death by SIGILL: from now on, start without llama.cpp's extra buffer types (whose
+        AMX kernels are the usual cause), also in later processes using the same library build.
+        False if the server already ran that way (nothing left to try)."""
+        if self.cpu_fallback:
+            return False
+        self.cpu_fallback = True
+        if self._fallback_marker is not None:
+            with contextlib.suppress(OSError):
+                self._fallback_marker.parent.mkdir(parents=True, exist_ok=True)
+                self._fallback_marker.write_text(f"{time.strftime('%Y-%m-%d %H:%M:%S')} SIGILL with {self.model_path}\n")
+        return True
+
     def command(self, port: int) -> list[str]:
         return [
             # llama_cpp.server, with a prompt cache whose memory its size limit bounds (see there).
@@ -208,6 +248,7 @@ class LocalServer:
             "--n_ctx", str(self.context),
             "--n_threads", str(self.threads),
             "--n_threads_batch", str(self.threads),
+            *(["--no_extra_bufts"] if self.cpu_fallback else []),
             # Queue concurrent requests: the default cuts the running stream short, silently.
             "--interrupt_requests", "false",
             # Only the sampled token's logits are needed; the default computes them all.
