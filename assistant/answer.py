@@ -20,11 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from . import decide
+from . import followups, slots, topic_choice, wording
 from .chunk import count_tokens, truncate_tokens
 from .cite import Source, has_number, make_citation, numbers_in, verify
 from .config import Settings
-from .decide import Decision, ScoredSentence, Intent, SentenceBank
+from .decide import Decision
+from .evidence import ScoredSentence, SentenceBank, question_phrases, score_sentences, spoken_to, strongest
+from .slots import Intent
 from .embed import encode
 from .errors import LLMError, QuestionError
 from .prompts import REFUSAL_SENTINEL, load_prompts
@@ -106,8 +108,8 @@ class AnswerEngine:
         if not turns and not has_cjk(question):
             return question, question
         if not has_cjk(question) and self.settings.follow_up_search == "conversation":
-            return decide.conversation_query(question, turns), question
-        transcript = "\n".join(f"{t.get('role', 'user')}: {str(t.get('content', ''))[:decide.TURN_CHARS]}" for t in turns) or "(none)"
+            return followups.conversation_query(question, turns), question
+        transcript = "\n".join(f"{t.get('role', 'user')}: {str(t.get('content', ''))[:followups.TURN_CHARS]}" for t in turns) or "(none)"
         prompt = self.prompts.condense.format(history=transcript, question=question)
         query = self.llm.chat([{"role": "user", "content": prompt}], max_tokens=64)
         query = query.strip().strip('"').splitlines()[0].strip() if query.strip() else ""
@@ -115,9 +117,9 @@ class AnswerEngine:
 
     def _evidence(self, sources: list[Source], query: str, query_vector: np.ndarray) -> dict[int, list[ScoredSentence]]:
         """Every sentence of each source scored against the question, by source number."""
-        question_stems = set(decide.stems(query))
+        question_stems = set(wording.stems(query))
         return {
-            s.number: decide.score_sentences(self.sentences.get(s.paper), query_vector, question_stems) for s in sources
+            s.number: score_sentences(self.sentences.get(s.paper), query_vector, question_stems) for s in sources
         }
 
     def _context(
@@ -137,9 +139,9 @@ class AnswerEngine:
                 continue
             few = self.settings.whole_first_paper and intent.kind != "comparison"
             per_paper = self.settings.other_paper_sentences if few else self.settings.sentences_per_paper
-            picks = [e.index for e in decide.best(evidence[source.number], per_paper)]
+            picks = [e.index for e in strongest(evidence[source.number], per_paper)]
             if intent.focus and not few:
-                extra = decide.focus_sentences(intent, self.sentences.get(source.paper), question)
+                extra = slots.focus_sentences(intent, self.sentences.get(source.paper), question)
                 ranked = sorted(extra, key=lambda i: -evidence[source.number][i].score)
                 picks += [i for i in ranked if i not in picks][:1]
             chosen.append((source, sorted(picks)))
@@ -197,8 +199,8 @@ class AnswerEngine:
         logprobs = self.llm.choice_logprobs(messages, ["yes", "no"])
         return None if logprobs is None else logprobs["yes"] - logprobs["no"]
 
-    def topic_judge(self, topic: str, notices: list[str]) -> decide.Judge | None:
-        """`topic_odds` for `topic` as `decide.on_topic` asks it, or None when the settings turn it off.
+    def topic_judge(self, topic: str, notices: list[str]) -> topic_choice.Judge | None:
+        """`topic_odds` for `topic` as `topic_choice.on_topic` asks it, or None when the settings turn it off.
         Only papers the model has kept are asked about (kept by `assistant warm`, or read ahead while
         idle): the others are weighed by the rule alone. A model that fails is asked no more for this
         topic (a notice says so)."""
@@ -249,7 +251,7 @@ class AnswerEngine:
 
     def _near_miss(self, answer: Answer, source: Source, missing: str, evidence: list[ScoredSentence]) -> Answer:
         """The paper is found but its abstract does not give what was asked: say what it does say."""
-        closest = decide.best(evidence, 1)
+        closest = strongest(evidence, 1)
         answer.status = "not_in_abstracts"
         answer.flagged = []
         title = source.paper.title
@@ -285,7 +287,7 @@ class AnswerEngine:
     def _topic_list(self, answer: Answer, intent: Intent, candidates: list[Passage], query_vector: np.ndarray) -> Answer | None:
         """Every candidate paper whose own best sentence supports the topic, each cited with it."""
         topic_vector = self._encode([intent.topic])[0] if intent.topic else query_vector
-        members, scored = decide.on_topic(
+        members, scored = topic_choice.on_topic(
             intent.topic, topic_vector, candidates, self.sentences, self.rerank, self.settings.topic_threshold,
             self.topic_judge(intent.topic, answer.notices),
         )
@@ -317,7 +319,7 @@ class AnswerEngine:
         gets a first `Evidence` with the papers it names before the model translates it."""
         started = time.perf_counter()
         asked = (question or "").strip()
-        question = decide.sanitize(asked)
+        question = wording.sanitize(asked)
         if not question:
             raise QuestionError("The question is empty. Type a question about the papers.")
         answer = Answer(question=asked, text="")
@@ -330,7 +332,7 @@ class AnswerEngine:
         if has_cjk(question):
             # The model translates a Chinese question before the search (1.5-2 s). A paper it names
             # by a name only that paper uses ("EchoAttention 发现了……") is known at once: show it now.
-            named = decide.named_papers(question, self.retriever.retrieve(question, k=self.settings.topic_candidates, source=source))
+            named = wording.named_papers(question, self.retriever.retrieve(question, k=self.settings.topic_candidates, source=source))
             if named:
                 yield Evidence(question=asked, search_query=question, passages=tuple(named),
                                sentences=tuple("" for _ in named), seconds=time.perf_counter() - started)
@@ -340,7 +342,7 @@ class AnswerEngine:
             answer.search_query = english = question
             answer.notices.append(f"Could not rewrite the follow-up question ({exc}); searched for it as typed.")
         timings["condense"] = time.perf_counter() - started
-        intent = decide.read_question(english, original=question)
+        intent = slots.read_question(english, original=question)
         answer.intent = intent.kind
 
         mark = time.perf_counter()
@@ -348,7 +350,7 @@ class AnswerEngine:
         # follow-up searched for with its conversation has its sentences weighed against itself and
         # the question it follows: the last answer, which finds the paper, would pull them towards
         # what was already said.
-        weighed = answer.search_query if answer.search_query == english else decide.with_last_question(english, history or [])
+        weighed = answer.search_query if answer.search_query == english else followups.with_last_question(english, history or [])
         vectors = self._encode(list(dict.fromkeys([answer.search_query, weighed])))
         query_vector, weigh_vector = vectors[0], vectors[-1]
         mark_vector = time.perf_counter()
@@ -363,7 +365,7 @@ class AnswerEngine:
         answer.passages = passages[:k]
         # A paper the question names is relevant however its text scores ("... SCM-GRPO ...").
         # (Only its own words: a follow-up searched for with the last answer does not name that paper.)
-        named = decide.named_papers(f"{question} {english}" if english != question else question, passages)
+        named = wording.named_papers(f"{question} {english}" if english != question else question, passages)
         relevant = [p for p in passages if p.dense_score >= self.settings.min_relevance or p in named]
         if not relevant:
             yield self._evidence_event(answer, started)
@@ -384,7 +386,7 @@ class AnswerEngine:
         answer.confidence = round(decision.confidence, 4)
         sources, evidence = decision.sources, decision.evidence
         timings["decide"] = time.perf_counter() - mark
-        best = {s.paper.id: decide.best(evidence[s.number], 1)[0].clean for s in sources if evidence[s.number]}
+        best = {s.paper.id: strongest(evidence[s.number], 1)[0].clean for s in sources if evidence[s.number]}
         yield self._evidence_event(answer, started, best)
         if decision.action == "refuse":
             answer.notices.extend(decision.notices)
@@ -483,7 +485,7 @@ class AnswerEngine:
         # Names and numbers the question relies on ("... over SGLang?") must be in the paper it is
         # about (or, when it names none, in one of the closest): otherwise any answer would be
         # about something else.
-        unknown = decide.unknown_specifics(
+        unknown = wording.unknown_specifics(
             question, [subject.paper.text] if subject else [s.paper.text for s in sources], strict=subject is not None
         )
         if unknown:
@@ -500,8 +502,8 @@ class AnswerEngine:
             # "Which paper does speech recognition?" when none does: the closest abstract is near the
             # question's wording but says none of its phrases (measured on the evaluation set's
             # which-paper questions, answerable in everyday words and off-topic).
-            phrases = decide.question_phrases(query)
-            if phrases and decide.spoken_to(self._encode(phrases), self.sentences.get(sources[0].paper)) < self.settings.phrase_threshold:
+            phrases = question_phrases(query)
+            if phrases and spoken_to(self._encode(phrases), self.sentences.get(sources[0].paper)) < self.settings.phrase_threshold:
                 plan.action = "refuse"
                 plan.notices.append("The closest abstract does not speak to any part of the question.")
                 return plan
@@ -511,14 +513,14 @@ class AnswerEngine:
         # rewrite, which may ask for more than the user did: the checks after the draft still apply.
         translated = question != query and has_cjk(question)
         if about is not None and not translated and intent.kind == "fact" and intent.slot not in ("mechanism", "yes_no", "other", "paper"):
-            if not decide.focus_sentences(intent, self.sentences.get(about.paper), question):
+            if not slots.focus_sentences(intent, self.sentences.get(about.paper), question):
                 # No sentence of the paper it is about says what is asked ("the batch size") and
                 # carries it (a number for "how many", a name for "which model").
-                plan.action, plan.missing, plan.subject = "near_miss", decide.asked_for(intent), about
+                plan.action, plan.missing, plan.subject = "near_miss", slots.asked_for(intent), about
                 plan.notices.append(f"The {about.paper.title} abstract does not {plan.missing}.")
         elif subject is not None and not translated and intent.kind == "fact" and intent.focus and intent.slot == "other":
-            if decide.missing_focus(intent, self.sentences.get(subject.paper)):
-                plan.action, plan.missing = "near_miss", decide.asked_for(intent)
+            if slots.missing_focus(intent, self.sentences.get(subject.paper)):
+                plan.action, plan.missing = "near_miss", slots.asked_for(intent)
                 plan.notices.append(f"The {subject.paper.title} abstract does not {plan.missing}.")
         elif subject is None and plan.confidence < self.settings.answer_threshold:
             # No paper is named and no sentence of the closest papers comes near the question.
@@ -575,20 +577,20 @@ class AnswerEngine:
         intent, sources = plan.intent, plan.sources
         text = draft.strip()
         first_sentence = re.split(r"(?<=[.!?。！？])\s", text, maxsplit=1)[0]
-        declined = bool(_SENTINEL.match(text)) or not _SENTINEL.sub("", text).strip() or bool(decide.DECLINES.search(first_sentence))
+        declined = bool(_SENTINEL.match(text)) or not _SENTINEL.sub("", text).strip() or bool(wording.DECLINES.search(first_sentence))
         text = _SENTINEL.sub("", text).strip()  # a sentinel after an answer is a fragment, not a refusal
         known = " ".join(p.paper.text for p in passages)
         verified = None if declined else verify(
             text, sources, self._encode, self.settings.support_threshold, known, query_vector
         )
         answered = verified is not None and bool(verified.citations)
-        if answered and intent.slot != "yes_no" and decide.adds_nothing(verified.text, f"{plan.question} {plan.english}"):
+        if answered and intent.slot != "yes_no" and slots.adds_nothing(verified.text, f"{plan.question} {plan.english}"):
             answered = False  # it restates the question ("yes" is the content of a yes/no answer)
         if answered and intent.slot in ("number", "count"):
             # "How many X" answered without a number, or with a number of something else, is not an
             # answer: the figure must be in the answer, and X in the answer or the passage it cites.
             cited = " ".join(c.quote for c in verified.citations)
-            answered = decide.has_slot(intent.slot, verified.text) and decide.states(intent, f"{verified.text} {cited}")
+            answered = slots.has_slot(intent.slot, verified.text) and slots.states(intent, f"{verified.text} {cited}")
         if answered and chosen:
             # The model's own picks are the quotes where the verifier cites the same paper.
             by_number = {s.number: s for s in sources}
@@ -612,7 +614,7 @@ class AnswerEngine:
             return self._extractive(answer, source, indices, intent)
         subject_score = max((e.score for e in plan.evidence[plan.subject.number]), default=0.0) if plan.subject else 0.0
         if plan.subject is not None and intent.kind != "which_paper" and subject_score >= self.settings.subject_threshold:
-            missing = decide.asked_for(intent)
+            missing = slots.asked_for(intent)
             return self._near_miss(answer, plan.subject, missing, plan.evidence[plan.subject.number])
         return self._refusal(answer, passages)
 
@@ -633,7 +635,7 @@ class AnswerEngine:
         # evaluation set.
         subject = plan.subject if plan.named else plan.sources[0]
         if intent.kind == "which_paper" and plan.evidence[subject.number]:
-            top = decide.best(plan.evidence[subject.number], 1)[0]
+            top = strongest(plan.evidence[subject.number], 1)[0]
             return (subject, [top.index]) if top.score >= self.settings.paper_threshold else None
         checkable = intent.slot in ("number", "count", "dataset", "baseline", "name")
         ordered = [subject, *(s for s in plan.sources if s is not subject)]
@@ -643,20 +645,20 @@ class AnswerEngine:
                 holding = [e for e in plan.evidence[source.number] if all(has_number(e.clean, n) for n in figures)]
                 if holding:
                     top = max(holding, key=lambda e: e.score)
-                    if top.score >= threshold - 0.1 and decide.states(intent, top.clean):
+                    if top.score >= threshold - 0.1 and slots.states(intent, top.clean):
                         return source, [top.index]
         if not checkable:
             if not plan.named and intent.slot != "paper" and plan.evidence[subject.number]:
                 # A paper described in other words, whose abstract the model would not answer from:
                 # its closest sentences, when they are close enough to stand as the answer.
-                top = decide.best(plan.evidence[subject.number], 2)
+                top = strongest(plan.evidence[subject.number], 2)
                 if top[0].score >= threshold:
                     return subject, [e.index for e in top if e.score >= threshold - 0.1]
             return None
         if intent.slot in ("number", "count") and not intent.focus:
             return None  # "how many?" of what: no sentence can be checked to say it
         evidence = plan.evidence[subject.number]
-        candidates = decide.focus_sentences(intent, self.sentences.get(subject.paper), plan.question)
+        candidates = slots.focus_sentences(intent, self.sentences.get(subject.paper), plan.question)
         ranked = sorted(candidates, key=lambda i: -evidence[i].score)
         # On the evaluation set, sentences that carry the slot of an answerable question score 0.41
         # and up against long everyday-words questions; those of unanswerable ones that get this
@@ -671,7 +673,7 @@ class AnswerEngine:
         for source in plan.sources[:2]:
             if source.number in cited or not plan.evidence[source.number]:
                 continue
-            top = decide.best(plan.evidence[source.number], 1)[0]
+            top = strongest(plan.evidence[source.number], 1)[0]
             answer.text += f" {source.paper.title}: {top.clean} [{source.number}]"
             answer.citations.append(make_citation(source.number, source.paper, source.raw_sentences, [top.index], top.score))
         answer.citations.sort(key=lambda c: c.marker)
@@ -685,7 +687,7 @@ def _prompt_question(question: str, english: str, searched: str, history: list[d
     if english != question:
         return f"{english}\n(The user asked: {question})"
     if searched != question:
-        earlier = decide.last_said(history, "user")
+        earlier = followups.last_said(history, "user")
         return f"{question}\n(This follows the earlier question: {shorten(earlier, 300)})" if earlier else question
     return question
 

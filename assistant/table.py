@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from . import decide
+from . import slots, topic_choice, wording
 from .chunk import count_tokens
 from .cite import has_number, make_citation, numbers_in
 from .config import Settings
-from .decide import SentenceBank
+from .evidence import ScoredSentence, Sentences, SentenceBank, score_sentences, strongest
 from .errors import LLMError, LLMUnavailableError, QuestionError
 from .prompts import Prompts
 from .retrieve import HybridRetriever
@@ -56,7 +56,7 @@ _DECLINE = re.compile(r"^\W*(?:none|n/?a|not (?:stated|mentioned|given|specified
 
 def check_columns(columns: Sequence[str], max_tokens: int) -> list[str]:
     """The column questions, stripped; an error a user can act on for none, too many or too long."""
-    cleaned = [decide.sanitize(c) for c in columns]
+    cleaned = [wording.sanitize(c) for c in columns]
     cleaned = [c for c in cleaned if c]
     if not cleaned:
         raise QuestionError("A table needs at least one column question, e.g. -c \"What speedup does it report?\".")
@@ -92,8 +92,8 @@ class TableBuilder:
     """Chooses the rows and fills the cells of a `Table` (see the module docstring)."""
 
     def __init__(self, settings: Settings, retriever: HybridRetriever, sentences: SentenceBank,
-                 encode: Callable[[list[str]], np.ndarray], rerank: decide.Rerank, llm: Callable[[], Any],
-                 prompts: Prompts, topic_judge: Callable[[str, list[str]], decide.Judge | None]) -> None:
+                 encode: Callable[[list[str]], np.ndarray], rerank: topic_choice.Rerank, llm: Callable[[], Any],
+                 prompts: Prompts, topic_judge: Callable[[str, list[str]], topic_choice.Judge | None]) -> None:
         self.settings = settings
         self.retriever = retriever
         self.sentences = sentences
@@ -106,7 +106,7 @@ class TableBuilder:
     def topic_rows(self, topic: str, source: str | None = None, notices: list[str] | None = None) -> list[Row]:
         """Every paper on `topic`, each with the sentence of its abstract that shows it (as for a topic
         question: the model is asked about the likely candidates). What went wrong goes to `notices`."""
-        topic = decide.sanitize(topic)
+        topic = wording.sanitize(topic)
         if not topic:
             raise QuestionError("The topic is empty. Name a topic, e.g. --topic \"KV cache\".")
         if count_tokens(topic) > self.settings.max_question_tokens:
@@ -115,7 +115,7 @@ class TableBuilder:
         vector = self.encode([topic])[0]
         candidates = self.retriever.retrieve(topic, k=self.settings.table_candidates, source=source,
                                              embedding=vector.tolist())
-        members, _ = decide.on_topic(topic, vector, candidates, self.sentences, self.rerank,
+        members, _ = topic_choice.on_topic(topic, vector, candidates, self.sentences, self.rerank,
                                      self.settings.table_topic_threshold,
                                      self.topic_judge(topic, notices if notices is not None else []))
         rows = []
@@ -134,14 +134,14 @@ class TableBuilder:
             table.timings["total"] = time.perf_counter() - started
             yield table
             return
-        intents = [decide.read_question(c) for c in columns]
+        intents = [slots.read_question(c) for c in columns]
         vectors = self.encode(list(columns))
         self.sentences.warm([row.paper for row in rows])
         failure = ""  # once the model is unreachable, the remaining cells say so without trying again
         for r, row in enumerate(rows):
             line: list[Cell] = []
             sentences = self.sentences.get(row.paper)
-            scored = [decide.score_sentences(sentences, vectors[c], set(decide.stems(q))) for c, q in enumerate(columns)]
+            scored = [score_sentences(sentences, vectors[c], set(wording.stems(q))) for c, q in enumerate(columns)]
             # The whole abstract when the model has it at hand (kept by `assistant warm` or read ahead
             # while idle): the cells then read only their questions. Otherwise the sentences closest
             # to the columns: reading a whole abstract first costs ~3 s a row, these ~1 s.
@@ -171,7 +171,7 @@ class TableBuilder:
         table.timings["total"] = time.perf_counter() - started
         yield table
 
-    def _at_hand(self, paper: Paper, sentences: decide.Sentences) -> tuple[bool | None, str]:
+    def _at_hand(self, paper: Paper, sentences: Sentences) -> tuple[bool | None, str]:
         """Whether the model has the row's whole-abstract prompt at hand (None: a backend that keeps
         nothing, whose own prefix cache shares it between the row's cells), and the reason when the
         model is unreachable."""
@@ -183,19 +183,19 @@ class TableBuilder:
             return None, ""
 
     @staticmethod
-    def _closest(sentences: decide.Sentences, intents: list[decide.Intent],
-                 scored: list[list[decide.ScoredSentence]], columns: list[str]) -> list[int]:
+    def _closest(sentences: Sentences, intents: list[slots.Intent],
+                 scored: list[list[ScoredSentence]], columns: list[str]) -> list[int]:
         """The sentences of a long abstract the model reads for every column of its row (in abstract
         order): each column's best ones and those that carry its asked slot."""
         picks: list[int] = []
         for intent, evidence, question in zip(intents, scored, columns):
-            ranked = [e.index for e in decide.best(evidence, SENTENCES_PER_COLUMN)]
-            carrying = sorted(decide.focus_sentences(intent, sentences, question), key=lambda i: -evidence[i].score)[:1]
+            ranked = [e.index for e in strongest(evidence, SENTENCES_PER_COLUMN)]
+            carrying = sorted(slots.focus_sentences(intent, sentences, question), key=lambda i: -evidence[i].score)[:1]
             picks += [i for i in [*ranked, *carrying] if i not in picks]
         return sorted(picks[:MAX_CELL_SENTENCES])
 
-    def _cell(self, r: int, c: int, paper: Paper, question: str, intent: decide.Intent, sentences: decide.Sentences,
-              evidence: list[decide.ScoredSentence], shown: list[int]) -> Cell:
+    def _cell(self, r: int, c: int, paper: Paper, question: str, intent: slots.Intent, sentences: Sentences,
+              evidence: list[ScoredSentence], shown: list[int]) -> Cell:
         """One cell (an unreachable model raises `LLMUnavailableError`; other model errors fail the cell)."""
         def not_stated(note: str) -> Cell:
             return Cell(r, c, paper, question, NOT_STATED, "not_stated", None, note)
@@ -206,24 +206,24 @@ class TableBuilder:
             raise
         except LLMError as exc:
             return Cell(r, c, paper, question, "", "failed", None, str(exc))
-        if not text or _DECLINE.match(text) or decide.DECLINES.search(text):
+        if not text or _DECLINE.match(text) or wording.DECLINES.search(text):
             return not_stated("The model found no sentence that states it.")
-        if decide.adds_nothing(text, f"{question} {paper.title}"):
+        if slots.adds_nothing(text, f"{question} {paper.title}"):
             return not_stated("The model's answer only repeats the question or the paper's name.")
         picked = _locate(text, sentences, shown)
         if not picked:
             return not_stated("No sentence of the abstract holds the model's answer.")
         # The sentence that carries the figure must be the one about the asked quantity.
-        carriers = [sentences.clean[i] for i in picked if decide.has_slot(intent.slot, sentences.clean[i])]
+        carriers = [sentences.clean[i] for i in picked if slots.has_slot(intent.slot, sentences.clean[i])]
         if not carriers or not any(_measures(intent, question, c) for c in carriers):
-            return not_stated(f"The abstract's sentences do not {decide.asked_for(intent)}.")
+            return not_stated(f"The abstract's sentences do not {slots.asked_for(intent)}.")
         support = max(evidence[i].score for i in picked)
         citation = make_citation(1, paper, sentences.raw, picked, support)
         if len(text) >= CELL_ANSWER_CHARS:
             text += "…"  # the grammar may have cut it: the quote has the rest
         return Cell(r, c, paper, question, text, "stated", citation)
 
-    def _messages(self, paper: Paper, sentences: decide.Sentences, shown: list[int], question: str) -> list[dict[str, str]]:
+    def _messages(self, paper: Paper, sentences: Sentences, shown: list[int], question: str) -> list[dict[str, str]]:
         """The cell's prompt: the instructions, then the paper's numbered sentences, then the question
         (last, so that everything before it is shared by the row's columns and kept across tables)."""
         # Numbered, though the model no longer names a sentence: unnumbered lines made it decline
@@ -234,7 +234,7 @@ class TableBuilder:
             {"role": "user", "content": self.prompts.table_cell.format(title=paper.title, sentences=numbered, question=question)},
         ]
 
-    def _ask(self, paper: Paper, question: str, sentences: decide.Sentences, shown: list[int]) -> str:
+    def _ask(self, paper: Paper, question: str, sentences: Sentences, shown: list[int]) -> str:
         """The model's short answer (or its "not stated"): one line, bounded by the backend's
         grammar where it has one, so generation stops at `CELL_ANSWER_CHARS`."""
         llm = self.llm()
@@ -250,7 +250,7 @@ class TableBuilder:
         sentences = self.sentences.get(paper)
         return self._keep(paper, sentences) if _read_whole(sentences) else None
 
-    def _keep(self, paper: Paper, sentences: decide.Sentences) -> dict[str, Any] | None:
+    def _keep(self, paper: Paper, sentences: Sentences) -> dict[str, Any] | None:
         return self.llm().keep_prefix(self._messages(paper, sentences, list(range(len(sentences.clean))), ""))
 
     def warm_up(self) -> None:
@@ -259,27 +259,27 @@ class TableBuilder:
                          {"role": "user", "content": "Ready?"}], max_tokens=1)
 
 
-def _read_whole(sentences: decide.Sentences) -> bool:
+def _read_whole(sentences: Sentences) -> bool:
     """Whether a row reads the paper's whole abstract (the same prompt in every table, so kept)."""
     return count_tokens(" ".join(sentences.clean)) <= MAX_ROW_TOKENS
 
 
-def _measures(intent: decide.Intent, question: str, quote: str) -> bool:
+def _measures(intent: slots.Intent, question: str, quote: str) -> bool:
     """For a figure or a count, whether the quote speaks of the asked quantity (a content word of the
     question or its focus, or of its measurement family): a small model readily answers "how much
     memory" with the speedup of the only sentence that has a figure."""
-    terms = list(dict.fromkeys([*decide.focus_terms(intent.focus), *decide.stems(question)]))
+    terms = list(dict.fromkeys([*slots.focus_terms(intent.focus), *wording.stems(question)]))
     if intent.slot not in ("number", "count") or not terms:
         return True
-    quote_stems = set(decide.stems(quote))
-    return any(decide.covered(t, quote_stems, quote) for t in terms)
+    quote_stems = set(wording.stems(quote))
+    return any(slots.covered(t, quote_stems, quote) for t in terms)
 
 
-def _locate(text: str, sentences: decide.Sentences, shown: list[int]) -> list[int]:
+def _locate(text: str, sentences: Sentences, shown: list[int]) -> list[int]:
     """The sentence the answer comes from: the shown sentence that holds all of its figures and
     most of its words. Empty when none does (the answer is not the abstract's)."""
     figures = numbers_in(text)
-    words = set(decide.stems(text))
+    words = set(wording.stems(text))
 
     def holds(i: int) -> tuple[bool, float]:
         clean = sentences.clean[i]

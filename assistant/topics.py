@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .decide import STOPWORDS
+from .wording import STOPWORDS
 from .types import Paper
 
 # Words every abstract uses: never what sets a group apart.

@@ -1,10 +1,10 @@
 """Fit the rule that decides which candidates of a topic question are on the topic.
 
 For every topic and multi-paper question of the evaluation set that reads as a topic question, it
-retrieves the candidates the assistant would weigh, computes `decide.TOPIC_FEATURES` for each, and
+retrieves the candidates the assistant would weigh, computes `topic_choice.TOPIC_FEATURES` for each, and
 fits a logistic regression (gold paper or not). It prints the leave-one-question-out precision and
 recall of the listed papers per question type (what the rule would score on questions it was not
-fitted on) for a few thresholds, and the weights to copy into `decide.TOPIC_WEIGHTS` / `TOPIC_BIAS`.
+fitted on) for a few thresholds, and the weights to copy into `topic_choice.TOPIC_WEIGHTS` / `TOPIC_BIAS`.
 
     python eval/fit_topic.py --index-dir /tmp/store [--held-out more_topics.jsonl]
 
@@ -12,8 +12,8 @@ fitted on) for a few thresholds, and the weights to copy into `decide.TOPIC_WEIG
 
 `--judge` also asks the model (`AnswerEngine.topic_odds`) about every candidate the cross-encoder
 reads (about 10 a question, ~1 s each; answers are kept in `--odds-file` for the next run) and fits
-the second rule, over `decide.TOPIC_JUDGED_FEATURES`, on the candidates the first rule finds at
-least `decide.TOPIC_JUDGE_FLOOR` likely: its leave-one-out figures and `TOPIC_JUDGED_WEIGHTS`.
+the second rule, over `topic_choice.TOPIC_JUDGED_FEATURES`, on the candidates the first rule finds at
+least `topic_choice.TOPIC_JUDGE_FLOOR` likely: its leave-one-out figures and `TOPIC_JUDGED_WEIGHTS`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from assistant import decide
+from assistant import slots, topic_choice
 from assistant.api import Assistant
 from assistant.config import Settings
 
@@ -44,7 +44,7 @@ def features(assistant: Assistant, questions: list[dict], k: int, odds: dict[str
     engine = assistant.engine
     out = []
     for q in questions:
-        intent = decide.read_question(q["question"])
+        intent = slots.read_question(q["question"])
         if intent.kind != "topic":
             print(f"  {q['id']}: read as {intent.kind}, not a topic question; skipped")
             continue
@@ -52,11 +52,11 @@ def features(assistant: Assistant, questions: list[dict], k: int, odds: dict[str
         query_vector = engine._encode([q["question"]])[0]
         topic_vector = engine._encode([intent.topic])[0] if intent.topic else query_vector
         candidates = assistant.retriever.retrieve(q["question"], k=k, embedding=query_vector.tolist())
-        rows = decide.topic_features(intent.topic, topic_vector, candidates, engine.sentences, engine.rerank)
+        rows = topic_choice.topic_features(intent.topic, topic_vector, candidates, engine.sentences, engine.rerank)
         judged = []
         for passage, _, f in rows:
             key = f"{intent.topic}\t{passage.paper.id}"
-            if odds is not None and f[0] >= decide.TOPIC_RELEVANCE_FLOOR and key not in odds:
+            if odds is not None and f[0] >= topic_choice.TOPIC_RELEVANCE_FLOOR and key not in odds:
                 odds[key] = engine.topic_odds(intent.topic, passage)
             judged.append(odds.get(key, np.nan) if odds is not None else np.nan)
         out.append({
@@ -76,8 +76,8 @@ def judged(data: list[dict], base: LogisticRegression) -> list[dict]:
     `TOPIC_JUDGED_FEATURES` (`x`), gold flags (`y`) and their place among all candidates (`at`)."""
     out = []
     for d in data:
-        at = np.flatnonzero((base.predict_proba(d["x"])[:, 1] >= decide.TOPIC_JUDGE_FLOOR) & ~np.isnan(d["odds"]))
-        x = np.array(decide.judged_features(list(d["x"][at]), list(d["odds"][at]))) if len(at) else np.zeros((0, len(decide.TOPIC_JUDGED_FEATURES)))
+        at = np.flatnonzero((base.predict_proba(d["x"])[:, 1] >= topic_choice.TOPIC_JUDGE_FLOOR) & ~np.isnan(d["odds"]))
+        x = np.array(topic_choice.judged_features(list(d["x"][at]), list(d["odds"][at]))) if len(at) else np.zeros((0, len(topic_choice.TOPIC_JUDGED_FEATURES)))
         out.append({"x": x, "y": d["y"][at], "at": at})
     return out
 

@@ -18,7 +18,7 @@ from assistant import Answer, Assistant
 from assistant.types import Evidence, Passage
 from assistant.chunk import count_tokens
 from assistant.errors import QuestionError
-from assistant.decide import unknown_specifics
+from assistant.wording import unknown_specifics
 from assistant.load import load_papers
 
 from conftest import CORPUS_FILES, HANG_GUARD, free_port, make_settings, run_cli

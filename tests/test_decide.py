@@ -12,10 +12,10 @@ import pytest
 
 from assistant import Answer, Assistant
 from assistant.answer import _AnswerField
-from assistant.decide import (
-    adds_nothing, conversation_query, question_names, read_question, refers_back, sanitize, states, topic_parts,
-    unknown_specifics,
-)
+from assistant.followups import conversation_query, refers_back
+from assistant.slots import adds_nothing, read_question, states
+from assistant.topic_choice import topic_parts
+from assistant.wording import question_names, sanitize, unknown_specifics
 
 from conftest import make_settings
 

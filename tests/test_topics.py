@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from assistant.decide import STOPWORDS
+from assistant.wording import STOPWORDS
 from assistant.topics import GENERIC_TERMS, cluster, label_groups
 
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..decide import conversation_query
+from ..followups import conversation_query
 from ..text import has_cjk
 from .dataset import paper_key
 from .metrics import TOP_K, has_sentinel, quote_problems, score_question
@@ -91,7 +91,7 @@ def run_eval(
                 result["scores"] = score_question(question, [r["paper"] for r in result["retrieved"]], {
                     "text": answer.text, "refused": answer.refused, "failed": answer.retrieval_only,
                     "cited": [c["paper"]["id"] for c in data["citations"]],
-                    "supported_share": answer.supported_share,
+                    "supported_share": answer.supported_share, "quotes": [c["quote"] for c in data["citations"]],
                 })
         except AssistantError as exc:
             elapsed = time.perf_counter() - started

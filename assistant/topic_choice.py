@@ -1,0 +1,166 @@
+"""Topic choice: which candidate papers are on a topic, by a rule fitted on the evaluation's topics.
+
+Used by topic questions in the chat and by table rows chosen by topic. Each candidate's closest
+sentence to the topic (and to each alternative or example the topic names) is weighed by the
+embeddings, the cross-encoder and, where the backend gives them, the model's odds; a logistic
+regression fitted by `eval/fit_topic.py` combines them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .evidence import ScoredSentence, SentenceBank, score_sentences, strongest
+from .types import Passage
+from .wording import stems
+
+# -- topics ---------------------------------------------------------------------------------------
+
+TOPIC_KEYWORD_WEIGHT = 0.4  # a topic's own words in a paper's chunks count beside the fused score
+# What tells a candidate on the topic from one near it, each also as its distance from the best
+# candidate's (a broad topic has many near papers, a narrow one a clear gap):
+# - relevance: its best sentence's similarity to the topic (or to the alternative or example of it,
+#   `topic_parts`, that the sentence is closest to) + its fused retrieval score + 0.4 x its keyword
+#   score relative to the best candidate's;
+# - the cross-encoder's logit for its closest sentence (against the topic and each part), and for
+#   its title and abstract read whole (against the topic).
+TOPIC_FEATURES = ("relevance", "relevance - best", "sentence logit", "sentence logit - best",
+                  "abstract logit", "abstract logit - best")
+# A logistic regression over those features, fitted by the evaluation's fit_topic script on its topic and
+# multi-paper questions (leave-one-question-out estimates are printed there); not tuned on single questions.
+TOPIC_WEIGHTS = (0.7673, 0.4658, 0.1908, 0.1437, 0.1006, 0.1568)
+TOPIC_BIAS = 1.3046
+
+# Where a backend gives log-probabilities, the model is asked of each candidate the rule above
+# finds at least TOPIC_JUDGE_FLOOR likely (4-5 per question, against 10 read by the cross-encoder)
+# "Is this paper about <topic>?", with the paper's whole abstract as a question about it opens its
+# prompt (a kept paper is not read again). Its log-odds of "yes" against "no", also as the distance
+# from the best candidate's, join the features of a second regression fitted the same way. The
+# model's odds alone ranked the candidates better than any other feature (ROC AUC 0.97 against 0.91
+# for the cross-encoder's reading of the abstract, over 544 candidates of the topic questions and tables).
+TOPIC_JUDGE_FLOOR = 0.05
+TOPIC_JUDGED_FEATURES = (*TOPIC_FEATURES, "model log-odds", "model log-odds - best")
+TOPIC_JUDGED_WEIGHTS = (0.1149, 0.1856, 0.1551, 0.1949, 0.0001, -0.0173, 1.1823, 1.0709)
+TOPIC_JUDGED_BIAS = 1.1637
+ODDS_CLIP = 10.0  # log-odds beyond this say no more: a paper is plainly on or off the topic
+Judge = Callable[[Passage], float | None]
+
+TOPIC_SENTENCES_READ = 3
+# No paper of the evaluation's topic questions (39, 94 gold papers) had a relevance under 0.75.
+TOPIC_RELEVANCE_FLOOR = 0.7
+UNRELATED_LOGIT = -12.0
+Rerank = Callable[[str, Sequence[str]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class TopicMember:
+    """A candidate paper weighed for a topic: its own sentence closest to the topic, and how likely
+    it is on the topic (0-1)."""
+
+    passage: Passage
+    sentence: ScoredSentence
+    score: float
+
+
+# A topic that names alternatives or examples ("X or Y", "X / Y", "X, e.g. A, B or C", "X (A, B)")
+# is about any of them: a paper on Y alone is on it. "X and Y" in a topic reads the same way (a
+# reader asking for "bandits and online learning" wants papers on either): on the 14 table topics
+# this took row recall from 0.702 to 0.726 at the same precision, and no topic question changed.
+_TOPIC_EXAMPLES = re.compile(r",?\s*\b(?:e\.g\.?|i\.e\.?|such as|like|including|for example|for instance)\s+"
+                             r"|\s+[-\u2013\u2014:]\s+|\s*\(", re.IGNORECASE)
+_TOPIC_OR = re.compile(r"\s+(?:or|and)\s+|\s*/\s*", re.IGNORECASE)
+
+
+def topic_parts(topic: str) -> list[str]:
+    """The topic, then each alternative ("or", "and", "/"; of two content words or more) and each example it names."""
+    found = _TOPIC_EXAMPLES.search(topic)
+    head, examples = (topic[: found.start()], topic[found.end():]) if found else (topic, "")
+    alternatives = _TOPIC_OR.split(head)
+    parts = [a.strip(" ,.?!") for a in alternatives if len(alternatives) > 1 and len(stems(a)) >= 2]
+    for example in re.split(rf"{_TOPIC_OR.pattern}|,\s*|\)", examples, flags=re.IGNORECASE):
+        example = re.sub(r"\betc\b\.?|^\s*(?:or|and)\s+", "", example).strip(" ,.?!()")
+        if stems(example):
+            parts.append(example)
+    return [topic, *(p for p in dict.fromkeys(parts) if p.lower() != topic.lower())]
+
+
+def topic_features(
+    topic: str, topic_vector: np.ndarray, candidates: Sequence[Passage], bank: SentenceBank, rerank: Rerank
+) -> list[tuple[Passage, ScoredSentence, np.ndarray]]:
+    """Each candidate with the sentence that best shows the topic and its `TOPIC_FEATURES`, in candidate order."""
+    bank.warm([p.paper for p in candidates])
+    parts = topic_parts(topic)
+    vectors = [topic_vector, *bank.encode(parts[1:])] if len(parts) > 1 else [topic_vector]
+    part_stems = [set(stems(part)) for part in parts]
+    top_keyword = max((p.keyword_score for p in candidates), default=0.0) or 1.0
+    weighed = []  # (passage, its sentences closest to the topic, relevance)
+    for passage in candidates:
+        sentences = bank.get(passage.paper)
+        # Each sentence scored against the part of the topic it is closest to.
+        by_part = [score_sentences(sentences, v, st) for v, st in zip(vectors, part_stems)]
+        scored = [max(options, key=lambda s: s.score) for options in zip(*by_part)]
+        if scored:
+            relevance = max(s.score for s in scored) + passage.score + TOPIC_KEYWORD_WEIGHT * passage.keyword_score / top_keyword
+            weighed.append((passage, strongest(scored, TOPIC_SENTENCES_READ), relevance))
+    if not weighed:
+        return []
+    # The cross-encoder reads, in batches, the closest sentences (against every part of the topic)
+    # and the whole abstract of every candidate not far from the topic on every other count (its
+    # logits bottom out near -11 for unrelated text, so the others get that without being read).
+    read = [(p, closest) for p, closest, relevance in weighed if relevance >= TOPIC_RELEVANCE_FLOOR]
+    texts = [s.clean for _, closest in read for s in closest]
+    part_logits = np.max([rerank(part, texts) for part in parts], axis=0) if texts else np.zeros(0)
+    sentence_logits = iter(part_logits)
+    abstract_logits = iter(rerank(topic, [f"{p.paper.title}. {p.paper.text}" for p, _ in read]))
+    rows = []
+    for passage, closest, relevance in weighed:
+        if relevance < TOPIC_RELEVANCE_FLOOR:
+            rows.append((passage, closest[0], np.array([relevance, UNRELATED_LOGIT, UNRELATED_LOGIT])))
+            continue
+        logits = [float(next(sentence_logits)) for _ in closest]
+        whole = float(next(abstract_logits))
+        rows.append((passage, closest[int(np.argmax(logits))], np.array([relevance, max(logits), whole])))
+    best_values = np.max([values for _, _, values in rows], axis=0)
+    return [(p, s, np.column_stack([v, v - best_values]).ravel()) for p, s, v in rows]
+
+
+def on_topic(
+    topic: str, topic_vector: np.ndarray, candidates: Sequence[Passage], bank: SentenceBank, rerank: Rerank,
+    threshold: float, judge: Judge | None = None,
+) -> tuple[list[TopicMember], list[TopicMember]]:
+    """The candidates on `topic` (each with the sentence that shows it), and every candidate weighed, best first.
+
+    A candidate is on the topic when the fitted rule (`TOPIC_WEIGHTS`) gives it a probability of at
+    least `threshold`. With `judge` (the model's log-odds that a candidate is on the topic, or None
+    where it cannot tell), the candidates the rule finds at least `TOPIC_JUDGE_FLOOR` likely and the
+    model can tell about are weighed again with its odds (`TOPIC_JUDGED_WEIGHTS`). Used by topic
+    questions and by the rows of a table chosen by topic.
+    """
+    rows = topic_features(topic, topic_vector, candidates, bank, rerank)
+    scores = [_logistic(features, TOPIC_WEIGHTS, TOPIC_BIAS) for _, _, features in rows]
+    judged: list[tuple[int, float]] = []
+    if judge is not None:
+        asked = [i for i, score in enumerate(scores) if score >= TOPIC_JUDGE_FLOOR]
+        judged = [(i, o) for i in asked if (o := judge(rows[i][0])) is not None]
+    if judged:
+        features = judged_features([rows[i][2] for i, _ in judged], [o for _, o in judged])
+        for (i, _), f in zip(judged, features):
+            scores[i] = _logistic(f, TOPIC_JUDGED_WEIGHTS, TOPIC_JUDGED_BIAS)
+    scored = [TopicMember(p, s, round(score, 4)) for (p, s, _), score in zip(rows, scores)]
+    scored.sort(key=lambda m: -m.score)
+    return [m for m in scored if m.score >= threshold], scored
+
+
+def judged_features(features: Sequence[np.ndarray], odds: Sequence[float]) -> list[np.ndarray]:
+    """`TOPIC_JUDGED_FEATURES` of the candidates the model was asked about."""
+    clipped = np.clip(np.array(odds, dtype=float), -ODDS_CLIP, ODDS_CLIP)
+    return [np.concatenate([f, [o, o - clipped.max()]]) for f, o in zip(features, clipped)]
+
+
+def _logistic(features: np.ndarray, weights: Sequence[float], bias: float) -> float:
+    return float(1 / (1 + np.exp(-(features @ np.array(weights) + bias))))
+
