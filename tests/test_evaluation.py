@@ -344,7 +344,7 @@ def test_the_evaluation_set_is_consistent_with_the_corpus(shared_assistant: Assi
         assert bool(q["history"]) == (q["type"] == "follow_up"), q["id"]
         assert bool(q["facts"]) == bool(gold) or q["type"] == "topic", q["id"]  # a topic's answer is its papers
         about = [ev.paper_key(g["source"], g["ordinal"]) for g in q.get("about", [])]
-        assert all(a in papers for a in about) and bool(about) == (q["type"] == "near_miss"), q["id"]
+        assert all(a in papers for a in about) and bool(about) == (q["type"] in ("near_miss", "false_premise")), q["id"]
         abstracts = " ".join(papers[g].abstract for g in gold)
         assert all(fact_found(f, abstracts) for f in q["facts"]), f"{q['id']}: a fact is not in its gold abstracts"
 

@@ -21,8 +21,9 @@ BASELINE_PATH = PROJECT_ROOT / "eval" / "baseline.json"
 REPORTS_DIR = PROJECT_ROOT / "eval" / "reports"
 
 TYPES = ("fact", "method", "paraphrase", "which_paper", "multi_paper", "topic", "comparison", "unanswerable",
-         "near_miss", "follow_up", "chinese")
-UNANSWERABLE = ("unanswerable", "near_miss")  # no gold papers: the right outcome is a refusal
+         "near_miss", "follow_up", "chinese", "yes_no", "summary", "false_premise", "injection", "out_of_scope")
+# No gold papers: the right outcome is a refusal (out of scope: a short "this collection does not cover it").
+UNANSWERABLE = ("unanswerable", "near_miss", "out_of_scope")
 
 
 def paper_key(source: str, ordinal: int) -> str:
@@ -60,9 +61,7 @@ def load_questions(path: Path | str = QUESTIONS_PATH) -> list[dict[str, Any]]:
         if not all(isinstance(g, dict) and {"source", "ordinal"} <= set(g) for g in q["gold"]):
             raise ValueError(f"{path}, line {number}: gold must be a list of {{source, ordinal}}")
         if (q["type"] in UNANSWERABLE) != (not q["gold"]):
-            raise ValueError(f"{path}, line {number}: exactly the unanswerable and near_miss questions have no gold papers")
-        if q["type"] == "near_miss" and not q.get("about"):
-            raise ValueError(f"{path}, line {number}: a near_miss question names the paper it is 'about'")
+            raise ValueError(f"{path}, line {number}: exactly the {', '.join(UNANSWERABLE)} questions have no gold papers")
         seen.add(q["id"])
         questions.append(q)
     return questions

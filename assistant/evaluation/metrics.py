@@ -20,6 +20,7 @@ RETRIEVAL_METRICS = ("hit@1", "hit@5", "mrr", "recall@5")
 ANSWER_METRICS = (
     "gold_cited", "citation_precision", "citation_recall", "fact_recall",
     "refusal_rate", "false_refusal_rate", "supported_share", "near_miss_named",
+    "contradiction", "premise_accepted", "language_match",
 )
 LATENCY_STAGES = ("retrieve", "first_token", "total")
 
@@ -178,6 +179,38 @@ def score_question(
     scores["supported_share"] = None if answer["refused"] else answer.get("supported_share")
     about = [paper_key(g["source"], g["ordinal"]) for g in question.get("about", [])]
     scores["near_miss_named"] = (
-        float(bool(answer["refused"]) and bool(set(about) & set(answer["cited"]))) if about else None
+        float(bool(answer["refused"]) and bool(set(about) & set(answer["cited"]))) if about and not gold else None
     )
+    scores["contradiction"] = contradiction(question, answer)
+    scores["premise_accepted"] = (
+        float(not answer["refused"] and not answer.get("failed", False) and not scores["fact_recall"])
+        if question["type"] == "false_premise" else None
+    )
+    scores["language_match"] = language_match(question["question"], answer["text"], answer.get("quotes", []))
     return scores
+
+
+def contradiction(question: dict[str, Any], answer: dict[str, Any]) -> float | None:
+    """1.0 when a refusal ("the abstract does not give X") quotes a sentence that states the answer: a
+    fact of an answerable question is in one of its quotes. None where it cannot be told (no facts)."""
+    if not question["gold"] or not question["facts"]:
+        return None
+    if not answer["refused"]:
+        return 0.0
+    quoted = " ".join(answer.get("quotes", []))
+    return float(any(fact_found(f, quoted) for f in question["facts"]))
+
+
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+def language_match(question: str, text: str, quotes: Sequence[str] = ()) -> float | None:
+    """For a question in Chinese: 1.0 when the reply, leaving its verbatim quotes aside, is written in
+    Chinese too (it has Chinese characters of its own). None for other questions."""
+    if not _CJK.search(question):
+        return None
+    own = text
+    for quote in quotes:
+        own = own.replace(quote, " ")
+    own = re.sub(r"[\u201c\"][^\u201d\"]*[\u201d\"]", " ", own)  # quoted passages are the abstract's words
+    return float(bool(_CJK.search(own)))

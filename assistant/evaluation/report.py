@@ -21,8 +21,9 @@ def _row(results: Sequence[dict[str, Any]], full: bool) -> dict[str, Any]:
         row[metric] = mean(r["scores"].get(metric) for r in results)
     if full:
         for metric in ("gold_cited", "citation_precision", "citation_recall", "fact_recall", "supported_share",
-                       "near_miss_named"):
+                       "near_miss_named", "premise_accepted", "language_match"):
             row[metric] = mean(r["scores"].get(metric) for r in results)
+        row["contradictions"] = sum(int(r["scores"].get("contradiction") or 0) for r in results)
         row["bad_quotes"] = sum(int(r.get("bad_quotes", 0)) for r in results)
         row["sentinel"] = sum(bool(r.get("sentinel")) for r in results)
         row["refusal_rate"], row["false_refusal_rate"] = refusal_rates(
@@ -71,7 +72,8 @@ _LABELS = {
     "gold_cited": "cited gold", "citation_precision": "cite prec", "citation_recall": "cite rec",
     "fact_recall": "facts", "refusal_rate": "refusal", "false_refusal_rate": "false ref",
     "supported_share": "supported", "near_miss_named": "near-miss named", "bad_quotes": "bad quotes",
-    "sentinel": "sentinel", "retrieve_p50": "retr p50 s", "retrieve_p95": "retr p95 s",
+    "sentinel": "sentinel", "contradictions": "contradictions", "premise_accepted": "premise accepted",
+    "language_match": "same language", "retrieve_p50": "retr p50 s", "retrieve_p95": "retr p95 s",
     "first_token_p50": "1st tok p50 s", "first_token_p95": "1st tok p95 s", "total_p50": "total p50 s",
     "total_p95": "total p95 s",
 }
@@ -91,7 +93,8 @@ def format_table(summary: dict[str, Any]) -> str:
     groups = [["n", *RETRIEVAL_METRICS, "retrieve_p50", "retrieve_p95"]]
     if full:
         groups.append(["n", "gold_cited", "citation_precision", "citation_recall", "fact_recall", "refusal_rate",
-                       "false_refusal_rate", "supported_share", "near_miss_named", "bad_quotes", "sentinel"])
+                       "false_refusal_rate", "supported_share", "near_miss_named", "contradictions", "premise_accepted",
+                       "language_match", "bad_quotes", "sentinel"])
         groups.append(["n", "first_token_p50", "first_token_p95", "total_p50", "total_p95"])
     tables = []
     for columns in groups:
