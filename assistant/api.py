@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .answer import AnswerEngine
+from .judge import Fitted
+from .kinds import KindReader
 from .config import BUNDLED_CORPUS, Settings
 from .embed import embedding_identity, make_embedder
 from .errors import QuestionError, StoreDamagedError
@@ -48,6 +50,14 @@ def resolve_corpus(settings: Settings, store: Store) -> list[Path]:
     return sorted(BUNDLED_CORPUS.glob("*.txt"))
 
 
+def _minilm_encoder(embedder: Any) -> Callable[[list[str]], Any]:
+    """MiniLM vectors for the kind reader: the store's embedder when it is MiniLM, else its own copy."""
+    from .embed import MiniLMEmbedding
+
+    model = embedder if isinstance(embedder, MiniLMEmbedding) else MiniLMEmbedding()
+    return model.encode
+
+
 def parse_cache(settings: Settings) -> Path:
     """Where parsed corpus files are kept, keyed by their content (see `load.load_file`)."""
     return Path(settings.cache_dir).expanduser() / "papers"
@@ -66,7 +76,8 @@ class Assistant:
         # Through a lambda: `notify` is replaced after construction (by from_settings, the UI).
         self.retriever = HybridRetriever(settings, store, embedder, self.by_id, notify=lambda m: self.notify(m))
         self.timings: dict[str, float] = {}
-        self.engine = AnswerEngine(settings, self.retriever, embedder, self._connect_llm)
+        self.engine = AnswerEngine(settings, self.retriever, embedder, self._connect_llm,
+                                   KindReader(_minilm_encoder(embedder)), Fitted.load())
         self.tables = TableBuilder(settings, self.retriever, self.engine.sentences, self.engine._encode,
                                    self.engine.rerank, lambda: self.engine.llm, self.engine.prompts,
                                    self.engine.topic_judge)

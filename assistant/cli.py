@@ -137,7 +137,7 @@ def _print_answer(answer: Any, out: Any = sys.stdout) -> None:
             print(f"  [{citation.marker}] {paper.title} ({paper.label})", file=out)
             passages = [span.text for span in citation.spans] or [citation.quote]
             print("      " + " … ".join(f'"{clean_markup(text)}"' for text in passages), file=out)
-    elif answer.refused or answer.retrieval_only:
+    elif answer.status in ("not_in_abstracts", "llm_failed", "retrieval_only"):
         print("\nClosest papers:", file=out)
         for passage in answer.passages[:5]:
             print(f"  - {passage.paper.title} ({passage.paper.label})", file=out)

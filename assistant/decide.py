@@ -1,38 +1,145 @@
-"""Decide: between retrieval and the answer, what the evidence supports.
+"""Decide: which papers the answer reads, what the word rules find, and (with the judge) what to do.
 
-Retrieval finds papers; this stage decides, from the evidence at the level of sentences, what to do
-with them: refuse, reply to a near miss (the paper is found but its abstract does not give what is
-asked: say what it does say, cited), or answer from chosen sentences. The decision is a `Decision`
-value made from the numbered sources, their scored sentences and the judge's verdict.
+`plan` chooses the numbered sources of the prompt (the papers the question names first; one paper for
+a detail of a named paper, two for a comparison) and scores every sentence of each against the
+question. The word rules of `slots` and `wording` then give their verdict: "answer", "near_miss" (a
+name, a number or the asked detail the abstract never says) or "refuse" (nothing close enough). That
+verdict is one feature of the judge's fitted rule, not the decision: `features` lists them all.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+
 from .cite import Source
-from .evidence import ScoredSentence
-from .slots import Intent
+from .config import Settings
+from .evidence import ScoredSentence, SentenceBank, score_sentences, spoken_to, question_phrases
+from .kinds import KindReading
+from .slots import Intent, asked_for, focus_sentences, missing_focus
+from .text import has_cjk
+from .types import Passage
+from .wording import stems, unknown_specifics
 
 Action = Literal["answer", "near_miss", "refuse"]
-
-# -- the decision --------------------------------------------------------------------------------
+# Kinds that ask about one paper's content: read from the paper the question names, alone.
+ONE_PAPER_KINDS = ("fact", "yes_no", "summary", "which_paper")
 
 
 @dataclass
 class Decision:
-    """What to do with a question, made on the numbered sources and their scored sentences."""
+    """The sources a question is answered from, their scored sentences, and the word rules' verdict."""
 
-    action: Action
-    intent: Intent
+    action: Action  # the word rules' verdict (a feature of the judge's rule)
+    intent: Intent  # the slot and focus the word rules read
+    kind: str  # the kind of question (`kinds`)
     sources: list[Source]
     evidence: dict[int, list[ScoredSentence]]  # source number -> every sentence of its abstract, scored
     subject: Source | None = None  # the paper the question is about (named, or the closest)
     named: bool = False  # whether the question names `subject` (by its title or a name only it uses)
-    missing: str = ""  # near misses: what the abstract does not give, in the question's words
     notices: list[str] = field(default_factory=list)
     confidence: float = 0.0  # the best evidence sentence's score
-    question: str = ""
-    english: str = ""  # the question in English: the model's rewrite of a Chinese question or a follow-up
+    top_dense: float = 0.0  # the dense similarity of the best retrieved paper
 
+    def best_sentences(self, source: Source, n: int) -> list[ScoredSentence]:
+        return sorted(self.evidence[source.number], key=lambda e: -e.score)[:n]
+
+    def features(self, kind: KindReading, declines: float | None) -> dict[str, float | None]:
+        """The judge's features (`judge.DECISION_FEATURES`)."""
+        first = self.sources[0].number
+        return {
+            "model declines": declines,
+            "rules: answer": float(self.action == "answer"),
+            "rules: near miss": float(self.action == "near_miss"),
+            "best sentence similarity": max((e.score for e in self.evidence[first]), default=0.0),
+            "paper named": float(self.named),
+            "p(yes_no)": kind.p("yes_no"),
+            "p(summary)": kind.p("summary"),
+            "p(out_of_scope)": kind.p("out_of_scope"),
+            "top dense score": self.top_dense,
+        }
+
+
+MakeSource = Callable[[int, Passage], Source]
+Encode = Callable[[list[str]], np.ndarray]
+
+
+def choose_papers(settings: Settings, kind: str, relevant: Sequence[Passage], named: Sequence[Passage],
+                  follow_up: bool) -> list[Passage]:
+    """The papers the prompt reads, in order."""
+    context = list(relevant[: settings.context_papers])
+    if named and kind in ONE_PAPER_KINDS and not follow_up:
+        # A question about the paper it names: only its sentences are read (the others could not be
+        # cited for it anyway). Not for a follow-up, whose paper comes from the conversation: there
+        # the other papers stay (with one paper, 2 of the 13 follow-ups of the evaluation set lost it).
+        return list(named[:1])
+    if named:  # the papers the question names come first
+        context = list(dict.fromkeys([*named[: 2 if kind == "comparison" else 1], *context]))
+        context = context[: max(len(named[:2]), settings.context_papers)]
+    if kind == "comparison":
+        # The two papers it compares (named, else the two closest): a third could only be cited wrongly.
+        return context[:2]
+    if settings.whole_first_paper and len(context) > 1:
+        # A first paper far ahead of the others is the one asked about: the others' sentences would
+        # only be read (time) and, now and then, cited instead of it.
+        if context[0].score - max(p.score for p in context[1:]) >= settings.lone_paper_margin:
+            return context[:1]
+    return context
+
+
+def plan(
+    settings: Settings, question: str, weighed: str, intent: Intent, kind: str, relevant: Sequence[Passage],
+    named: Sequence[Passage], vector: np.ndarray, bank: SentenceBank, make_source: MakeSource, encode: Encode,
+    follow_up: bool = False,
+) -> Decision:
+    """The sources and their scored sentences, and the word rules' verdict on them."""
+    context = choose_papers(settings, kind, relevant, named, follow_up)
+    bank.warm([p.paper for p in context])
+    sources = [make_source(n, p) for n, p in enumerate(context, start=1)]
+    question_stems = set(stems(weighed))
+    evidence = {s.number: score_sentences(bank.get(s.paper), vector, question_stems) for s in sources}
+    decision = Decision("answer", intent, kind, sources, evidence,
+                        top_dense=max((p.dense_score for p in relevant), default=0.0))
+    top_scores = {s.number: max((e.score for e in evidence[s.number]), default=0.0) for s in sources}
+    subject = sources[0] if named and kind in ONE_PAPER_KINDS else None
+    decision.subject = subject or max(sources, key=lambda s: top_scores[s.number])
+    decision.named = subject is not None
+    decision.confidence = max(top_scores.values())
+    decision.action, notice = _rules(settings, question, weighed, intent, decision, bank, encode)
+    if notice:
+        decision.notices.append(notice)
+    return decision
+
+
+def _rules(settings: Settings, question: str, weighed: str, intent: Intent, decision: Decision,
+           bank: SentenceBank, encode: Encode) -> tuple[Action, str]:
+    """The word rules' verdict and what they found, in words."""
+    subject = decision.subject if decision.named else None
+    sources = decision.sources
+    # Names and numbers the question relies on ("... over SGLang?") that the paper it is about (or,
+    # when it names none, every one of the closest) never mentions.
+    unknown = unknown_specifics(question, [subject.paper.text] if subject else [s.paper.text for s in sources],
+                                strict=subject is not None)
+    if unknown:
+        if subject is not None:
+            return "near_miss", f"The {subject.paper.title} abstract does not mention {', '.join(unknown)}."
+        return "refuse", f"None of the closest abstracts mentions {', '.join(unknown)}."
+    if subject is None and intent.kind == "which_paper":
+        # The closest abstract is near the question's wording but says none of its phrases.
+        phrases = question_phrases(weighed)
+        if phrases and spoken_to(encode(phrases), bank.get(sources[0].paper)) < settings.phrase_threshold:
+            return "refuse", "The closest abstract does not speak to any part of the question."
+    about = subject or (decision.subject if decision.confidence >= settings.subject_threshold else None)
+    translated = has_cjk(question)  # the slot of a question in another language is not read from its words
+    if about is not None and not translated and intent.kind == "fact" and intent.slot not in ("mechanism", "yes_no", "other", "paper"):
+        if not focus_sentences(intent, bank.get(about.paper), question):
+            return "near_miss", f"The {about.paper.title} abstract does not {asked_for(intent)}."
+    elif subject is not None and not translated and intent.kind == "fact" and intent.focus and intent.slot == "other":
+        if missing_focus(intent, bank.get(subject.paper)):
+            return "near_miss", f"The {subject.paper.title} abstract does not {asked_for(intent)}."
+    elif subject is None and decision.confidence < settings.answer_threshold:
+        return "refuse", "No sentence of the closest abstracts is close enough to the question to answer from."
+    return "answer", ""

@@ -27,6 +27,16 @@ EXPECTED = {
     "table_system.txt": set(),
     "table_cell.txt": {"title", "sentences", "question"},
     "topic_judge.txt": {"topic"},
+    "judge_claim.txt": {"statement"},
+    "judge_claim_kind.txt": {"statement"},
+    "judge_sentence.txt": {"question", "sentence"},
+    "refusal_zh.txt": {"closest"},
+    "near_miss.txt": {"title", "marker", "quote"},
+    "near_miss_zh.txt": {"title", "marker", "quote"},
+    "correction.txt": {"title", "marker", "quote"},
+    "correction_zh.txt": {"title", "marker", "quote"},
+    "out_of_scope.txt": {"count"},
+    "out_of_scope_zh.txt": {"count"},
 }
 
 
@@ -41,6 +51,16 @@ class Prompts:
     table_system: PromptTemplate
     table_cell: PromptTemplate
     topic_judge: PromptTemplate
+    judge_claim: PromptTemplate
+    judge_claim_kind: PromptTemplate
+    judge_sentence: PromptTemplate
+    refusal_zh: PromptTemplate
+    near_miss: PromptTemplate
+    near_miss_zh: PromptTemplate
+    correction: PromptTemplate
+    correction_zh: PromptTemplate
+    out_of_scope: PromptTemplate
+    out_of_scope_zh: PromptTemplate
 
 
 def load_prompts(folder: Path = PROMPTS_DIR) -> Prompts:

@@ -3,7 +3,7 @@
 Used by topic questions in the chat and by table rows chosen by topic. Each candidate's closest
 sentence to the topic (and to each alternative or example the topic names) is weighed by the
 embeddings, the cross-encoder and, where the backend gives them, the model's odds; a logistic
-regression fitted by `eval/fit_topic.py` combines them.
+regression fitted by the evaluation's `fit_topic.py` combines them.
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ class Evidence:
         }
 
 
-Status = Literal["answered", "not_in_abstracts", "llm_failed", "retrieval_only"]
+Status = Literal["answered", "not_in_abstracts", "out_of_scope", "llm_failed", "retrieval_only"]
 
 
 @dataclass
@@ -118,12 +118,14 @@ class Answer:
       * "answered" — the text answers the question; every claim cites its paper;
       * "not_in_abstracts" — the abstracts do not give the answer: the text says so and, for a
         near miss, what the closest abstract does say, cited;
+      * "out_of_scope" — the question is not about the collection (general knowledge, how-to,
+        chit-chat): the text says so and cites nothing;
       * "llm_failed" — the model could not answer: `passages` are the retrieved papers and a
         notice says what happened;
       * "retrieval_only" — papers were asked for without an answer (a deliberate search).
-    `refused`, `llm_failed` and `retrieval_only` are read from it. `intent` is what the question
-    was read as asking ("fact", "which_paper", "topic", "comparison"); `confidence` how closely
-    the best evidence sentence matches the question (the figure the decision thresholds act on);
+    `refused`, `llm_failed` and `retrieval_only` are read from it. `intent` is the kind of question
+    (`kinds.KINDS`: "fact", "which_paper", "topic", "comparison", "yes_no", "summary", "out_of_scope");
+    `confidence` how likely the judge found it that the evidence answers (the figure its threshold acts on);
     `supported_share` the share of the answer's sentences the verifier found supported (None
     when no answer was verified); `prompt_tokens` the size of the prompt sent to the model for
     the answer (tiktoken's count, within a few percent of the model's own; 0 when none was sent).
@@ -148,7 +150,7 @@ class Answer:
     @property
     def refused(self) -> bool:
         """The abstracts do not answer the question (and the text says so)."""
-        return self.status == "not_in_abstracts"
+        return self.status in ("not_in_abstracts", "out_of_scope")
 
     @property
     def llm_failed(self) -> bool:

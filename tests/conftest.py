@@ -202,8 +202,8 @@ class ScriptedLLM:
     or a `Fault`. Queue replies in the order the app will ask for them (`queue`; a follow-up's
     condense call consumes one before the answer), or set `responder` to a function of the
     request's messages returning a reply; with neither, a request gets HTTP 500. A request for
-    log-probabilities is answered from `first_tokens` instead (see there). Every chat
-    request's JSON body is kept in `requests`, in arrival order (`messages(i)` for short).
+    log-probabilities is answered from `first_tokens` instead (see there) and kept in `judged`. Every
+    other chat request's JSON body is kept in `requests`, in arrival order (`messages(i)` for short).
     """
 
     def __init__(self) -> None:
@@ -213,6 +213,7 @@ class ScriptedLLM:
         # the first token's top choices, {token: logprob}; None answers as a server that gives none.
         self.first_tokens: Callable[[list[dict]], dict[str, float]] | None = None
         self.requests: list[dict[str, Any]] = []
+        self.judged: list[dict[str, Any]] = []  # requests for log-probabilities (judgements), kept apart
         self.errors: list[Exception] = []  # exceptions raised by `responder`
         self.model_listings = 0
         self._lock = threading.Lock()
@@ -263,7 +264,7 @@ class ScriptedLLM:
                 """A request for the first token's log-probabilities: answered from `first_tokens`,
                 else as by a server that gives none (a plain reply); never from the queued replies."""
                 with owner._lock:
-                    owner.requests.append(body)
+                    owner.judged.append(body)
                     first_tokens = owner.first_tokens
                 if first_tokens is None:
                     return self._json(200, {"id": "chatcmpl-scripted", "object": "chat.completion", "created": 0,

@@ -289,7 +289,14 @@ def test_another_backend_gives_each_reply_its_first_tokens_log_probability_in_an
     assert found is not None
     assert found["yes"] == pytest.approx(np.logaddexp(-0.4, -1.6)) and found["no"] == pytest.approx(-2.5)
     assert found["perhaps"] == pytest.approx(found["yes"] - 20)  # not among the top tokens
-    assert scripted_llm.requests[-1]["logprobs"] is True and scripted_llm.requests[-1]["max_tokens"] == 1
+    assert scripted_llm.judged[-1]["logprobs"] is True and scripted_llm.judged[-1]["max_tokens"] == 1
+
+
+def test_a_choice_outside_the_top_tokens_is_less_likely_than_the_least_of_them(scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.first_tokens = lambda messages: {"The": -0.1, "A": -2.5, "In": -4.0}
+    llm = LLM(base_url=scripted_llm.url, model="scripted", api_key="x", timeout=10)
+    found = llm.choice_logprobs([{"role": "user", "content": "What is it?"}], ["NOT"])
+    assert found is not None and found["NOT"] < -4.0
 
 
 def test_a_backend_that_gives_no_log_probabilities_is_asked_for_them_once(scripted_llm: ScriptedLLM) -> None:
@@ -297,4 +304,4 @@ def test_a_backend_that_gives_no_log_probabilities_is_asked_for_them_once(script
     ask = [{"role": "user", "content": "Is it? Answer yes or no."}]
     assert llm.choice_logprobs(ask, ["yes", "no"]) is None
     assert llm.choice_logprobs(ask, ["yes", "no"]) is None
-    assert len(scripted_llm.requests) == 1
+    assert len(scripted_llm.judged) == 1

@@ -211,12 +211,24 @@ def test_a_warm_up_that_fails_is_reported_and_the_next_question_tries_again(shar
         assert down.model_state == "failed" and "could not start" in line and "tries again" in line
 
 
-def test_unanswerable_question_refuses_without_calling_the_model(
+def test_a_question_about_something_else_is_told_so_without_calling_the_model(
     controller: ui.ChatController, scripted_llm: ScriptedLLM
 ) -> None:
     question = "What is the best recipe for sourdough bread?"
     outputs = run_turn(controller, question, ui.Session())
     assert scripted_llm.requests == []  # nothing relevant was retrieved: the model is not asked
+    panel = last_value(outputs, 1)
+    assert "Nothing in the collection is about" in panel and 'class="src-card' not in panel
+    message = last_value(outputs, 0)[-1]["content"]
+    assert "outside this collection" in message and 'class="cite"' not in message
+    assert "Not about this collection" in last_value(outputs, 2)
+
+
+def test_a_question_the_abstracts_do_not_answer_lists_the_closest_papers_beside_the_chat(
+    controller: ui.ChatController, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.queue("NOT_IN_SOURCES")
+    outputs = run_turn(controller, "Which paper trains spiking neural networks on neuromorphic chips?", ui.Session())
     panel = last_value(outputs, 1)
     assert "Closest papers" in panel and "Not an answer" in panel
     assert panel.count('class="src-card src-ranked"') == 3
@@ -346,7 +358,7 @@ def test_a_follow_up_is_searched_as_typed_when_the_rewrite_fails(
     assert is_condense(scripted_llm.requests[1]) and scripted_llm.replies == []
     assert f"Question: {CHINESE_FOLLOW_UP}" in answer_prompt(scripted_llm.requests[2])
     message = last_value(outputs, 0)[-1]["content"]
-    assert "Could not rewrite the follow-up question" in message and "rewrite failed" in message
+    assert "Could not rewrite the question" in message and "rewrite failed" in message
     assert 'href="#src-2-1"' in message and "1 source verified" in last_value(outputs, 2)
 
 

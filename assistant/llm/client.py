@@ -200,8 +200,8 @@ class LLM:
         first word of the model's reply to `messages`: a log-probability per choice.
 
         The embedded model answers through its own route (see `child`); another backend through the
-        OpenAI API's `logprobs` (a choice not among its top 20 first tokens gets 20 below the best
-        choice's). None where the backend gives no log-probabilities."""
+        OpenAI API's `logprobs` (a choice not among its top 20 first tokens gets less than the 20th, and 20
+        below the best choice's). None where the backend gives no log-probabilities."""
         import openai
 
         self._revive()
@@ -231,10 +231,11 @@ class LLM:
             word = entry.token.strip().lower()
             if word in seen:
                 seen[word].append(entry.logprob)
-        if not any(seen.values()):
+        if not first:
             return None
         found = {c: float(np.logaddexp.reduce(seen[c.lower()])) for c in choices if seen[c.lower()]}
-        floor = max(found.values()) - 20.0
+        # A choice outside the top 20 is less likely than the 20th: below it (and well below a choice that is in).
+        floor = min(min(e.logprob for e in first) - 1.0, max(found.values(), default=0.0) - 20.0)
         return {c: found.get(c, floor) for c in choices}
 
     def _keep_request(self, messages: list[dict], dry: bool) -> dict[str, Any] | None:

@@ -184,6 +184,8 @@ class ChatController:
     def _summary(answer: Answer, seconds: float) -> str:
         first = answer.timings.get("first_token")
         timing = f"{seconds:.1f} s" + (f" (first words after {first:.1f} s)" if first else "")
+        if answer.status == "out_of_scope":
+            return f"Not about this collection · {timing}"
         if answer.refused:
             return f"No answer in these abstracts · {timing}"
         if answer.llm_failed:

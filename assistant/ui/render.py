@@ -184,6 +184,8 @@ def render_sources(answer: Answer, turn: int = 1) -> str:
     if answer.citations:
         cards = [citation_card(c, turn) for c in sorted(answer.citations, key=lambda c: c.marker)]
         return _panel("Sources", f"Cited in the answer to {question}", cards)
+    if answer.status == "out_of_scope":
+        return _panel("Sources", f"Nothing in the collection is about {question}.", [])
     passages = answer.passages[:3] if answer.refused else answer.passages
     if not passages:
         return _panel("Sources", f"No papers matched {question}.", [])
@@ -230,7 +232,7 @@ def render_answer(answer: Answer, turn: int = 1) -> str:
     known = {c.marker for c in answer.citations}
     body = link_markers(esc(answer.text), turn, known)
     parts = [body]
-    if answer.refused and answer.passages and not answer.citations:
+    if answer.status == "not_in_abstracts" and answer.passages and not answer.citations:
         parts.append('<div class="msg-note">The closest papers are listed beside the chat.</div>')
     for notice in answer.notices:
         parts.append(f'<div class="msg-note">{esc(notice)}</div>')

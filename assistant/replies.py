@@ -1,0 +1,82 @@
+"""Replies that need no drafting: refusals, near misses, corrections, out-of-scope notes and answers in
+the abstract's own sentences, in the question's language.
+
+Each function returns a new `Reply` (text, citations, status); the answer engine copies it into the
+`Answer`. The words are templates in `prompts/` (English and Chinese); quotes stay verbatim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .cite import Source, make_citation
+from .prompts import Prompts
+from .types import Citation, Passage, Status
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A reply's text, its citations (each with its verbatim quote) and its outcome."""
+
+    text: str
+    status: Status
+    citations: list[Citation] = field(default_factory=list)
+    notice: str = ""
+
+
+def _chinese(language: str) -> bool:
+    return language == "zh"
+
+
+def refusal(prompts: Prompts, passages: Sequence[Passage], language: str) -> Reply:
+    """The abstracts do not answer: say so and name the closest papers."""
+    shown = passages[:3]
+    if _chinese(language):
+        closest = "；".join(f"{p.paper.title}（{p.paper.label}）" for p in shown)
+        text = prompts.refusal_zh.format(closest=f"最接近的论文是：{closest}。" if closest else "")
+    else:
+        closest = "; ".join(f"{p.paper.title} ({p.paper.label})" for p in shown)
+        text = prompts.refusal.format(closest=f" The closest papers are: {closest}." if closest else "")
+    return Reply(text, "not_in_abstracts")
+
+
+def out_of_scope(prompts: Prompts, papers: int, language: str) -> Reply:
+    """The question is not about this collection at all: say so; nothing is cited or made up."""
+    template = prompts.out_of_scope_zh if _chinese(language) else prompts.out_of_scope
+    return Reply(template.format(count=papers), "out_of_scope")
+
+
+def near_miss(prompts: Prompts, source: Source, index: int | None, language: str) -> Reply:
+    """The paper is found but its abstract does not answer: say so, quoting the sentence that comes
+    closest (one judged not to answer; none when every candidate was judged to answer)."""
+    title = source.paper.title
+    if index is None:
+        text = (f"{title} 的摘要没有给出这个问题的答案。" if _chinese(language)
+                else f"The {title} abstract does not answer that question.")
+        return Reply(text, "not_in_abstracts")
+    template = prompts.near_miss_zh if _chinese(language) else prompts.near_miss
+    text = template.format(title=title, marker=source.number, quote=source.clean_sentences[index])
+    return Reply(text, "not_in_abstracts", [make_citation(source.number, source.paper, source.raw_sentences, [index])])
+
+
+def correction(prompts: Prompts, source: Source, index: int, language: str) -> Reply:
+    """The draft claims what the abstract contradicts: say so and quote what it does say."""
+    template = prompts.correction_zh if _chinese(language) else prompts.correction
+    text = template.format(title=source.paper.title, marker=source.number, quote=source.clean_sentences[index])
+    return Reply(text, "answered", [make_citation(source.number, source.paper, source.raw_sentences, [index])],
+                 notice="The model's draft said what the abstract contradicts; the reply quotes the abstract instead.")
+
+
+def extractive(source: Source, indices: list[int], language: str, which_paper: bool) -> Reply:
+    """The abstract's own sentences as the answer (the model declined, or its wording did not hold)."""
+    indices = sorted(indices)
+    body = " ".join(source.clean_sentences[i] for i in indices)
+    title, n = source.paper.title, source.number
+    if _chinese(language):
+        lead = (f"可能是 {title} [{n}]。" if which_paper else f"{title} [{n}] 的摘要原文：")
+    else:
+        lead = f"This looks like {title} [{n}]: " if which_paper else f"The {title} abstract says: "
+    text = f"{lead}\u201c{body}\u201d [{n}]"
+    return Reply(text, "answered", [make_citation(n, source.paper, source.raw_sentences, indices)],
+                 notice="Answered with the abstract's own sentences: the model declined, or its wording did not hold.")

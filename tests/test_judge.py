@@ -1,0 +1,127 @@
+"""The judge decides what a user reads: answer, near miss, refusal, correction or "not in this collection".
+
+The model's judgements come from a scripted OpenAI-compatible server that gives first-token
+log-probabilities (`first_tokens`), so each test sets what the model "thinks" and checks what the
+application makes of it; the embedded model's own judgements are checked end to end in test_answer.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from assistant import Assistant
+from assistant.judge import DECISION_FEATURES, Fitted
+from assistant.prompts import load_prompts
+from conftest import ScriptedLLM, make_settings
+
+PROMPTS = load_prompts()
+CLAIM = PROMPTS.judge_claim.format(statement="").splitlines()[-1]
+CLAIM_KIND = PROMPTS.judge_claim_kind.format(statement="").splitlines()[-1]
+SENTENCE = PROMPTS.judge_sentence.format(question="", sentence="").splitlines()[-1]
+YES, NO = {"yes": -0.05, "no": -3.5}, {"no": -0.05, "yes": -3.5}
+
+
+def model(*, declines: bool = False, claim_holds: bool = True, says_otherwise: bool = True,
+          sentence: Callable[[str], bool] = lambda content: False) -> Callable[[list[dict]], dict[str, float]]:
+    """What the scripted model's first token is likely to be, for each kind of request."""
+
+    def first_tokens(messages: list[dict]) -> dict[str, float]:
+        content = messages[-1]["content"]
+        if CLAIM in content:
+            return YES if claim_holds else NO
+        if CLAIM_KIND in content:
+            return {"false": -0.05, "unknown": -3.0} if says_otherwise else {"unknown": -0.05, "false": -3.0}
+        if SENTENCE in content:
+            return YES if sentence(content) else NO
+        return {"NOT": -0.05, "The": -3.0} if declines else {"The": -0.05, "NOT": -6.0}
+
+    return first_tokens
+
+
+@pytest.fixture
+def scripted(shared_index_dir, scripted_llm):
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
+    with Assistant.from_settings(settings) as assistant:
+        yield assistant
+
+
+def drafts(scripted_llm: ScriptedLLM) -> list[dict]:
+    return [r for r in scripted_llm.requests if r.get("stream")]
+
+
+def test_the_fitted_rules_load_with_every_feature_and_their_figures_on_questions_written_by_others() -> None:
+    fitted = Fitted.load()
+    assert fitted.with_model.features == DECISION_FEATURES
+    assert fitted.without_model.features == DECISION_FEATURES[1:]
+    assert {"own", "heldout", "external"} <= set(fitted.figures["answer_rule"])
+
+
+def test_a_question_about_something_outside_the_collection_is_told_so_and_nothing_is_written(scripted, scripted_llm):
+    scripted_llm.first_tokens = model()
+    answer = scripted.ask("How do I bake a sourdough loaf with a crisp crust?")
+    assert answer.status == "out_of_scope" and answer.refused and answer.citations == []
+    assert "outside this collection" in answer.text and drafts(scripted_llm) == []
+
+
+def test_a_draft_the_abstract_contradicts_is_corrected_with_the_abstracts_own_words(scripted, scripted_llm):
+    scripted_llm.first_tokens = model(claim_holds=False, says_otherwise=True)
+    scripted_llm.queue("Vegas decodes more slowly than default vLLM because drafting adds work [1].")
+    answer = scripted.ask("How come Vegas decodes more slowly than vLLM does?")
+    assert answer.status == "answered" and not answer.refused
+    assert answer.text.startswith("The Vegas abstract [1] does not support that.")
+    (citation,) = answer.citations
+    assert citation.paper.title == "Vegas" and citation.quote in citation.paper.abstract
+    assert "slowly" not in answer.text, "the contradicted claim is not shown as the answer"
+
+
+def test_a_draft_the_abstract_does_not_state_becomes_a_near_miss(scripted, scripted_llm):
+    scripted_llm.first_tokens = model(claim_holds=False, says_otherwise=False)
+    scripted_llm.queue("Vegas ran its experiments on eight A100 GPUs [1].")
+    answer = scripted.ask("On how many GPUs were the Vegas experiments run?")
+    assert answer.refused and answer.status == "not_in_abstracts"
+    assert answer.text.startswith("The Vegas abstract [1] does not answer that question.")
+    assert "A100" not in answer.text
+
+
+def test_a_near_miss_never_quotes_a_sentence_the_judge_finds_answers_it_answers_from_it_instead(scripted, scripted_llm):
+    # The model declines, but the judge finds the closest sentence answers: that sentence is the answer.
+    scripted_llm.first_tokens = model(sentence=lambda content: True)
+    scripted_llm.queue("NOT_IN_SOURCES")
+    answer = scripted.ask("By how much does Vegas raise decoding throughput over default vLLM?")
+    assert answer.status == "answered" and not answer.refused
+    assert answer.text.startswith("The Vegas abstract says:") and "does not" not in answer.text
+    assert any("own sentences" in notice for notice in answer.notices)
+
+
+def test_a_near_miss_quotes_the_closest_sentence_the_judge_finds_does_not_answer(scripted, scripted_llm):
+    scripted_llm.first_tokens = model(sentence=lambda content: False)
+    scripted_llm.queue("NOT_IN_SOURCES")
+    answer = scripted.ask("Which learning rate schedule did Vegas use while drafting?")
+    assert answer.refused and answer.text.startswith("The Vegas abstract [1] does not answer that question.")
+    (citation,) = answer.citations
+    assert citation.paper.title == "Vegas" and f"“{' '.join(citation.quote.split())}”" in " ".join(answer.text.split())
+
+
+def test_a_refusal_in_reply_to_a_chinese_question_is_written_in_chinese(scripted, scripted_llm):
+    scripted_llm.first_tokens = model()
+    scripted_llm.queue("How do I bake sourdough bread?")  # the model's English rewrite of the question
+    answer = scripted.ask("怎么烤出外皮酥脆的酸面包？")
+    assert answer.refused and "论文集" in answer.text
+
+
+def test_the_model_is_asked_to_answer_a_chinese_question_in_chinese(scripted, scripted_llm):
+    scripted_llm.first_tokens = model(claim_holds=True)
+    scripted_llm.queue("How much faster is Vegas than default vLLM?", "Vegas 比默认的 vLLM 快 1.25×–2.81× [1]。")
+    answer = scripted.ask("Vegas 比默认的 vLLM 快多少？")
+    (draft,) = drafts(scripted_llm)[-1:]
+    assert "请用中文回答" in draft["messages"][-1]["content"]
+    assert answer.status == "answered" and "快" in answer.text
+
+
+def test_without_log_probabilities_the_rule_fitted_without_the_models_odds_decides(scripted, scripted_llm):
+    scripted_llm.queue("Vegas reaches 1.25×–2.81× the decoding throughput of default vLLM [1].")
+    answer = scripted.ask("What speedup over default vLLM does Vegas report?")
+    assert answer.status == "answered" and "2.81" in answer.text
+    assert len(scripted_llm.judged) == 1, "asked once, then not again"
