@@ -27,6 +27,7 @@ from .chunk import count_tokens
 from .cite import Source, make_citation, verify
 from .config import Settings
 from .decide import Decision, plan
+from .slots import focus_sentences
 from .embed import encode
 from .errors import LLMError
 from .evidence import ScoredSentence, SentenceBank
@@ -40,11 +41,12 @@ from .retrieve import HybridRetriever
 from .text import has_cjk
 from .topic_list import TopicLister
 from .types import Answer, Citation, Evidence, Paper, Passage
-from .wording import DECLINES, named_papers
+from .wording import DECLINES, STOPWORDS, generic, named_papers, question_names
 
 _SENTINEL = re.compile(r"\s*\b" + re.escape(REFUSAL_SENTINEL).replace("_", "[_ ]") + r"\b[.!]?", re.IGNORECASE)
 # A question the kind reader finds this likely to be about something else is told so, unless it names a paper.
 OUT_OF_SCOPE = 0.5
+NAMED_CANDIDATES = 12  # papers searched for one a question names (and both sides of a comparison)
 _CHINESE_ANSWER = "请用中文回答（保留论文中的名称、数字和术语）。"
 
 
@@ -74,7 +76,8 @@ class AnswerEngine:
         self.kinds = kinds
         self.prompter = Prompter(settings, self.prompts, self.sentences, lambda: self.llm)
         self.judge = Judge(lambda: self.llm, self.prompts, fitted)
-        self.topics = TopicLister(settings, self.sentences, self.rerank, self.prompter, lambda: self.llm, self._encode)
+        self.topics = TopicLister(settings, retriever, self.sentences, self.rerank, self.prompter, lambda: self.llm,
+                                  self._encode)
         self._connect = connect
         self._llm: Any = None
         self._llm_lock = threading.Lock()  # a warm-up thread and a question must not start two servers
@@ -149,24 +152,34 @@ class AnswerEngine:
             answer.notices.append(reply.notice)
         return answer
 
-    def _answering(self, query: Query, source: Source, candidates: list[ScoredSentence]) -> tuple[int | None, int | None]:
+    def _answering(self, query: Query, source: Source, candidates: list[ScoredSentence],
+                   likely: bool) -> tuple[int | None, int | None]:
         """Of `candidates` (sentences of `source`, best first): the first the judge finds answers the
-        question, or else the first it finds does not. A backend without log-probabilities cannot
-        judge: only a which-paper question's sentence this similar to it (`paper_threshold`) is taken
-        to answer (it names the paper described); any other is quoted as what the abstract does say."""
+        question and the first it finds does not (either None; `likely`: see `Judge.sentence_answers`).
+        It stops at the first that answers where that is the answer (`likely`), else at the first that
+        does not. A backend without log-probabilities cannot judge: no sentence is taken to answer
+        (similarity alone does not tell an answering sentence from a near miss's)."""
         ask = self.prompter.about(source.paper)
+        answering = not_answering = None
         for sentence in candidates:
-            found = self.judge.sentence_answers(query.prompt, sentence.clean, ask)
-            if found is None:
-                found = query.kind.kind == "which_paper" and sentence.score >= self.settings.paper_threshold
-            return (sentence.index, None) if found else (None, sentence.index)
-        return None, None
+            found = self.judge.sentence_answers(query.prompt, sentence.clean, ask, likely)
+            if found and answering is None:
+                answering = sentence.index
+                if likely:
+                    break
+            elif not found and not_answering is None:
+                not_answering = sentence.index
+                if not likely:
+                    break
+        return answering, not_answering
 
-    def _unanswered(self, answer: Answer, query: Query, passages: list[Passage], decision: Decision | None) -> Answer:
+    def _unanswered(self, answer: Answer, query: Query, passages: list[Passage], decision: Decision | None,
+                    likely: bool = False) -> Answer:
         """The evidence does not answer. Out of scope: say so. A paper found: a near miss quoting the
         sentence of its abstract that comes closest, one the judge finds does not answer (a sentence it
         finds does answer is the answer instead). Else: a refusal naming the closest papers, unless the
-        closest paper's best sentence is found to answer after all."""
+        closest paper's best sentence is found to answer after all. `likely`: the answer rule found the
+        question answerable and a draft failed; then the two closest sentences are judged, readily."""
         language = query.language
         if query.kind.p("out_of_scope") >= OUT_OF_SCOPE and (decision is None or not decision.named):
             return self._apply(answer, replies.out_of_scope(self.prompts, len(self.retriever.papers), language))
@@ -174,16 +187,33 @@ class AnswerEngine:
             return self._apply(answer, replies.refusal(self.prompts, passages, language))
         subject = decision.subject if decision.named or decision.confidence >= self.settings.subject_threshold else None
         source = subject or decision.sources[0]
-        candidates = decision.best_sentences(source, 1)
+        candidates = decision.best_sentences(source, 2)
+        # Sentences the word rules find carry what is asked (a figure for "how many", a name for "which
+        # dataset"): never quoted as the closest to an answer they give.
+        carrying = [i for i in focus_sentences(decision.intent, self.sentences.get(source.paper), query.text)
+                    if decision.intent.slot not in ("mechanism", "yes_no", "other", "paper")]
         try:
-            answering, not_answering = self._answering(query, source, candidates)
+            answering, not_answering = self._answering(query, source, [c for c in candidates if c.index not in carrying],
+                                                       likely)
         except LLMError as exc:
             answer.notices.append(f"The model could not check the closest sentence ({exc}).")
             answering, not_answering = None, None
-        if answering is not None:
-            return self._apply(answer, replies.extractive(source, [answering], language, query.kind.kind == "which_paper"))
+        if likely:
+            # The answer rule found the question answerable and the draft failed: a sentence the judge
+            # finds answers, or that carries what is asked, is the answer; for a yes/no question, the
+            # closest sentence (it decides the yes or the no).
+            by_score = {e.index: e.score for e in decision.evidence[source.number]}
+            # Carrying words is evidence only about a paper the question is about, not the closest of many.
+            carried = carrying if query.kind.kind != "which_paper" else []
+            rescue = answering if answering is not None else max(carried, key=by_score.get, default=None)
+            if rescue is None and query.kind.kind == "yes_no" and candidates:
+                rescue = candidates[0].index
+            if rescue is not None:
+                return self._apply(answer, replies.extractive(source, [rescue], language, query.kind.kind == "which_paper"))
         if subject is None:
             return self._apply(answer, replies.refusal(self.prompts, passages, language))
+        # The rule found it not answerable: a sentence the judge finds answers is not quoted as the closest
+        # (the rule outweighs one sentence's judgement, and a reply must not contradict itself).
         return self._apply(answer, replies.near_miss(self.prompts, source, not_answering, language))
 
     # -- the whole pipeline ----------------------------------------------------------------
@@ -193,7 +223,7 @@ class AnswerEngine:
         mark = time.perf_counter()
         vectors = self._encode(list(dict.fromkeys([query.search, query.weighed])))
         timings["query_embedding"] = time.perf_counter() - mark
-        wanted = max(k, self.settings.topic_candidates) if query.kind.kind in ("topic", "comparison") else k
+        wanted = max(k, NAMED_CANDIDATES) if query.kind.kind in ("topic", "comparison") else k
         passages = self.retriever.retrieve(query.search, k=wanted, source=source, embedding=vectors[0].tolist(),
                                            timings=timings)
         timings["retrieve"] = time.perf_counter() - mark
@@ -239,7 +269,7 @@ class AnswerEngine:
         if has_cjk(text):
             # The model translates a Chinese question before the search (1.5-2 s). A paper it names
             # by a name only that paper uses ("EchoAttention 发现了……") is known at once: show it now.
-            named = named_papers(text, self.retriever.retrieve(text, k=self.settings.topic_candidates, source=source))
+            named = named_papers(text, self.retriever.retrieve(text, k=NAMED_CANDIDATES, source=source))
             if named:
                 yield Evidence(question=question, search_query=text, passages=tuple(named),
                                sentences=tuple("" for _ in named), seconds=time.perf_counter() - started)
@@ -256,7 +286,7 @@ class AnswerEngine:
             yield self._evidence_event(answer, started)
             listed = None
             if gathered.relevant:
-                listed = self.topics.reply(answer, query, gathered.passages)
+                listed = self.topics.reply(answer, query, source)
             timings["decide"] = time.perf_counter() - mark
             timings["total"] = time.perf_counter() - started
             yield listed if listed is not None else self._unanswered(answer, query, gathered.passages, None)
@@ -325,22 +355,28 @@ class AnswerEngine:
         known = " ".join(p.paper.text for p in passages)
         verified = None if declined else verify(text, decision.sources, self._encode, self.settings.support_threshold,
                                                 known, vector)
-        if verified is None or not verified.citations or _vacuous(verified.text, query, decision):
-            return self._unanswered(answer, query, passages, decision)
+        why = ("The model found no answer in the abstracts." if declined
+               else "No sentence of the draft could be matched to the abstracts." if verified is None or not verified.citations
+               else "The draft restated the question, or gave no figure for a question asking how many or how much."
+               if _vacuous(verified.text, query, decision) else "")
+        if why:
+            answer.notices.append(why)
+            return self._unanswered(answer, query, passages, decision, likely=True)
         by_number = {s.number: s for s in decision.sources}
         for citation in verified.citations:
             statement = _claims_of(verified.text, citation.marker)
-            if not statement:
+            if not statement or _copied(statement, citation.paper.text):
                 continue
             check = self.judge.claim(statement, self.prompter.about(citation.paper))
             if check.holds:
                 continue
-            answer.flagged.append(f"{statement} (the abstract {'says otherwise' if check.verdict == 'false' else 'does not say it'})")
+            answer.notices.append(f"The draft said what the {citation.paper.title} abstract "
+                                  f"{'contradicts' if check.verdict == 'false' else 'does not say'}: \u201c{statement}\u201d")
             source = by_number[citation.marker]
             best = decision.best_sentences(source, 1)
             if check.verdict == "false" and best:
                 return self._apply(answer, replies.correction(self.prompts, source, best[0].index, query.language))
-            return self._unanswered(answer, query, passages, decision)
+            return self._unanswered(answer, query, passages, decision, likely=True)
         if chosen:  # quote-first: the model's own picks are the quotes where the verifier cites the same paper
             verified.citations = [
                 make_citation(c.marker, c.paper, by_number[c.marker].raw_sentences, chosen[c.marker], c.support)
@@ -368,12 +404,34 @@ class AnswerEngine:
 _MARKER = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 
 
+_NEGATIONS = frozenset({"not", "no", "never", "without", "neither", "nor", "cannot", "fails", "fail"})
+
+
+def _copied(statement: str, abstract: str) -> bool:
+    """A short answer whose every word is the abstract's ("124M to 2B", "HoVer and EX-FEVER"): a fragment
+    copied from it holds, and the model cannot judge a fragment as a statement. A negation must be too."""
+    words = re.findall(r"[\w.%×-]+", statement.lower())
+    if not words or len(words) > 8:
+        return False
+    text = abstract.lower()
+    content = [w for w in words if w in _NEGATIONS or w not in STOPWORDS]
+    return all(w.strip(".") in text for w in content)
+
+
 def _vacuous(text: str, query: Query, decision: Decision) -> bool:
-    """A draft that says nothing the question did not (a yes or no aside), or that answers "how many"
-    or "how much" without a figure: the abstract's claims may hold, but it answers nothing."""
-    if query.kind.kind != "yes_no" and slots.adds_nothing(text, f"{query.text} {query.english}"):
+    """A draft that says nothing the question did not (a yes or no aside), that answers "how many" or "how
+    much" without a figure, or "which dataset / model" without a name the question does not give: the
+    abstract's claims may hold, but it answers nothing ("evaluated on several real-world datasets")."""
+    asked = f"{query.text} {query.english}"
+    if query.kind.kind != "yes_no" and slots.adds_nothing(text, asked):
         return True
-    return decision.intent.slot in ("number", "count") and not slots.has_slot(decision.intent.slot, text)
+    slot = decision.intent.slot
+    if slot in ("number", "count"):
+        return not slots.has_slot(slot, text)
+    if slot in ("dataset", "name"):
+        given = {n.lower() for n in question_names(asked)}
+        return not [n for n in question_names(_MARKER.sub(" ", text)) if n.lower() not in given and not generic(n)]
+    return False
 
 
 def _claims_of(text: str, marker: int) -> str:

@@ -78,9 +78,8 @@ class Assistant:
         self.timings: dict[str, float] = {}
         self.engine = AnswerEngine(settings, self.retriever, embedder, self._connect_llm,
                                    KindReader(_minilm_encoder(embedder)), Fitted.load())
-        self.tables = TableBuilder(settings, self.retriever, self.engine.sentences, self.engine._encode,
-                                   self.engine.rerank, lambda: self.engine.llm, self.engine.prompts,
-                                   self.engine.topic_judge)
+        self.tables = TableBuilder(settings, self.engine.sentences, self.engine._encode, lambda: self.engine.llm,
+                                   self.engine.prompts, self.engine.topics)
         self.warm_error: str | None = None  # why a background warm-up failed, if it did
         self._groups: list[TopicGroup] | None = None
         self._warming: threading.Thread | None = None
@@ -194,8 +193,9 @@ class Assistant:
         columns = check_columns(columns, self.settings.max_question_tokens)
         started = time.perf_counter()
         notices: list[str] = []
+        related: list[Row] = []
         if topic and not papers:
-            rows = self.tables.topic_rows(topic, source=source, notices=notices)
+            rows, related = self.tables.topic_rows(topic, source=source, notices=notices)
             if not rows:
                 notices.append(f"No paper in the collection is about {topic}.")
         elif papers or source:
@@ -210,6 +210,7 @@ class Assistant:
         with self._active():
             for event in self.tables.events(rows, columns, topic=topic or "", notices=notices):
                 if isinstance(event, Table):
+                    event.related = related
                     event.timings["rows"] = chosen
                     if "first_cell" in event.timings:
                         event.timings["first_cell"] += chosen

@@ -141,6 +141,10 @@ def _print_answer(answer: Any, out: Any = sys.stdout) -> None:
         print("\nClosest papers:", file=out)
         for passage in answer.passages[:5]:
             print(f"  - {passage.paper.title} ({passage.paper.label})", file=out)
+    if answer.related:
+        print("\nPossibly related:", file=out)
+        for citation in answer.related:
+            print(f"  - {citation.paper.title} ({citation.paper.label}): \"{clean_markup(citation.quote)}\"", file=out)
     if answer.flagged:
         print("\nNot supported by the abstracts (left uncited or removed):", file=out)
         for sentence in answer.flagged:
@@ -269,6 +273,9 @@ def cmd_table(args: argparse.Namespace) -> int:
     assert table is not None
     for notice in table.notices:
         print(f"note: {notice}", file=sys.stderr)
+    if table.related:
+        print("Possibly related (not rows): " + "; ".join(f"{r.paper.title} ({r.paper.label})" for r in table.related),
+              file=sys.stderr)
     if not table.rows:
         print("No table: try a broader topic, or pick papers from `assistant papers --topics`.", file=sys.stderr)
         return 1

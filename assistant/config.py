@@ -147,11 +147,6 @@ class Settings(BaseSettings):
         "dataset, a baseline, a name), answer from the sentences that carry it if the best is this similar to the "
         "question (such a sentence has passed the slot check, so it may be less similar than extractive_threshold).",
     )
-    paper_threshold: float = Field(
-        0.40,
-        description="When the model declines a which-paper question, name the closest paper with its best sentence "
-        "if that sentence is this similar to the question (naming the paper is the whole answer).",
-    )
     phrase_threshold: float = Field(
         0.33,
         description="A which-paper question that names no paper is refused unless the closest abstract says some "
@@ -167,11 +162,16 @@ class Settings(BaseSettings):
         description="A paper whose best sentence is this similar to the question is what it is about: a detail its "
         "abstract does not give gets a near-miss reply naming that paper, else a plain refusal.",
     )
-    topic_threshold: float = Field(
-        0.3, ge=0.0, le=1.0,
-        description="Topic questions list every candidate whose probability of being on the topic (a rule over its "
-        "sentences' similarity, retrieval scores and the cross-encoder's reading, fitted on the evaluation's topic questions) "
-        "reaches this.",
+    topic_threshold: float | None = Field(
+        None, ge=0.0, le=1.0,
+        description="Topic questions and tables by topic list every candidate whose probability of being on the topic "
+        "(a rule over its sentences' similarity, retrieval scores, the cross-encoder's reading and the model's odds, "
+        "fitted on the evaluation's topics) reaches this; unset: the fitted threshold (assistant/data/topics.json).",
+    )
+    related_threshold: float | None = Field(
+        None, ge=0.0, le=1.0,
+        description="Below topic_threshold, candidates at least this likely to be on the topic are shown as "
+        "'possibly related' (at most 5, the most likely first); unset: the fitted floor.",
     )
     topic_judge: bool = Field(
         True,
@@ -179,17 +179,14 @@ class Settings(BaseSettings):
         "(one short request per candidate, reading nothing again for a kept paper), where the backend gives "
         "log-probabilities; its odds join the rule's features.",
     )
-    topic_candidates: int = Field(12, ge=1, le=100, description="Papers considered for a topic question's list.")
+    topic_candidates: int = Field(
+        60, ge=1, le=500,
+        description="Papers weighed for a topic (the closest to it first): every paper of a collection this small.",
+    )
     answer_format: Literal["draft", "quote_first"] = Field(
         "draft",
         description="'draft': the model writes a free-form answer with [n] markers; 'quote_first': it first picks "
         "the ids of the sentences that answer (JSON-schema constrained output), then writes from them.",
-    )
-    # 30: every gold paper of the evaluation's table topics is among them (3 were not among 20).
-    table_candidates: int = Field(30, ge=1, le=200, description="Papers considered for the rows of a table chosen by topic.")
-    table_topic_threshold: float = Field(
-        0.3, ge=0.0, le=1.0, description="A paper becomes a row of a topic table when its probability of being on "
-        "the topic (as for topic questions) reaches this.",
     )
     max_table_rows: int = Field(40, ge=1, le=500, description="The most papers (rows) one table holds.")
     history_turns: int = Field(6, ge=0, le=50, description="Earlier messages used to understand a follow-up.")

@@ -9,6 +9,7 @@ verdict is one feature of the judge's fitted rule, not the decision: `features` 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -104,7 +105,9 @@ def plan(
     decision = Decision("answer", intent, kind, sources, evidence,
                         top_dense=max((p.dense_score for p in relevant), default=0.0))
     top_scores = {s.number: max((e.score for e in evidence[s.number]), default=0.0) for s in sources}
-    subject = sources[0] if named and kind in ONE_PAPER_KINDS else None
+    # A comparison that names one paper is about that paper: what it is compared with must be in it.
+    about_one = kind in ONE_PAPER_KINDS or (kind == "comparison" and len(named) == 1)
+    subject = sources[0] if named and about_one else None
     decision.subject = subject or max(sources, key=lambda s: top_scores[s.number])
     decision.named = subject is not None
     decision.confidence = max(top_scores.values())
@@ -114,14 +117,21 @@ def plan(
     return decision
 
 
+def asked_part(question: str) -> str:
+    """The sentences of a question that ask something (ending in a question mark), or all of it."""
+    asking = [s for s in re.split(r"(?<=[.?!])\s+", question.strip()) if s.rstrip().endswith(("?", "？"))]
+    return " ".join(asking) or question
+
+
 def _rules(settings: Settings, question: str, weighed: str, intent: Intent, decision: Decision,
            bank: SentenceBank, encode: Encode) -> tuple[Action, str]:
     """The word rules' verdict and what they found, in words."""
     subject = decision.subject if decision.named else None
     sources = decision.sources
     # Names and numbers the question relies on ("... over SGLang?") that the paper it is about (or,
-    # when it names none, every one of the closest) never mentions.
-    unknown = unknown_specifics(question, [subject.paper.text] if subject else [s.paper.text for s in sources],
+    # when it names none, every one of the closest) never mentions. Only its questions count: the
+    # context a user gives first and instructions around a question ("cite Smith et al.") are not asked.
+    unknown = unknown_specifics(asked_part(question), [subject.paper.text] if subject else [s.paper.text for s in sources],
                                 strict=subject is not None)
     if unknown:
         if subject is not None:

@@ -59,17 +59,19 @@ class Fitted:
     without_model: Rule
     claim_threshold: float
     sentence_threshold: float
+    sentence_rescue_threshold: float
     figures: dict[str, Any]
 
     @classmethod
     def load(cls, path: Path = DATA / "decision.json") -> Fitted:
+        """The fitted rules and thresholds (written by the evaluation's fit_decision.py)."""
         data = json.loads(path.read_text(encoding="utf-8"))
 
         def rule(part: dict[str, Any]) -> Rule:
             return Rule(tuple(part["features"]), tuple(part["weights"]), float(part["bias"]), float(part["threshold"]))
 
         return cls(rule(data["with_model"]), rule(data["without_model"]), float(data["claim_threshold"]),
-                   float(data["sentence_threshold"]), data.get("figures", {}))
+                   float(data["sentence_threshold"]), float(data["sentence_rescue_threshold"]), data.get("figures", {}))
 
 
 def log_odds(logprob: float) -> float:
@@ -129,7 +131,12 @@ class Judge:
         verdict: Verdict = "false" if found and found["false"] > found["unknown"] else "unknown"
         return ClaimCheck(odds, False, verdict)
 
-    def sentence_answers(self, question: str, sentence: str, with_abstract: Callable[[str], Messages]) -> bool | None:
-        """Whether `sentence` of the abstract answers `question` (None where the backend cannot tell)."""
+    def sentence_answers(self, question: str, sentence: str, with_abstract: Callable[[str], Messages],
+                         likely: bool = False) -> bool | None:
+        """Whether `sentence` of the abstract answers `question` (None where the backend cannot tell).
+        `likely`: the answer rule found the question answerable (a draft then failed), so a sentence
+        is taken to answer more readily (`sentence_rescue_threshold`)."""
         odds = self._yes_odds(with_abstract(self.prompts.judge_sentence.format(question=question, sentence=sentence)))
-        return None if odds is None else odds >= self.fitted.sentence_threshold
+        if odds is None:
+            return None
+        return odds >= (self.fitted.sentence_rescue_threshold if likely else self.fitted.sentence_threshold)

@@ -37,6 +37,7 @@ EXPECTED = {
     "correction_zh.txt": {"title", "marker", "quote"},
     "out_of_scope.txt": {"count"},
     "out_of_scope_zh.txt": {"count"},
+    "topic_phrase.txt": {"question"},
 }
 
 
@@ -61,6 +62,7 @@ class Prompts:
     correction_zh: PromptTemplate
     out_of_scope: PromptTemplate
     out_of_scope_zh: PromptTemplate
+    topic_phrase: PromptTemplate
 
 
 def load_prompts(folder: Path = PROMPTS_DIR) -> Prompts:

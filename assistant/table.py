@@ -37,7 +37,7 @@ from .config import Settings
 from .evidence import ScoredSentence, Sentences, SentenceBank, score_sentences, strongest
 from .errors import LLMError, LLMUnavailableError, QuestionError
 from .prompts import Prompts
-from .retrieve import HybridRetriever
+from .topic_list import TopicLister
 from .text import clean_markup, shorten
 from .types import NOT_STATED, Cell, Paper, Row, Table
 
@@ -91,39 +91,31 @@ def resolve_papers(wanted: Sequence[str], papers: Sequence[Paper]) -> list[Paper
 class TableBuilder:
     """Chooses the rows and fills the cells of a `Table` (see the module docstring)."""
 
-    def __init__(self, settings: Settings, retriever: HybridRetriever, sentences: SentenceBank,
-                 encode: Callable[[list[str]], np.ndarray], rerank: topic_choice.Rerank, llm: Callable[[], Any],
-                 prompts: Prompts, topic_judge: Callable[[str, list[str]], topic_choice.Judge | None]) -> None:
+    def __init__(self, settings: Settings, sentences: SentenceBank, encode: Callable[[list[str]], np.ndarray],
+                 llm: Callable[[], Any], prompts: Prompts, topics: TopicLister) -> None:
         self.settings = settings
-        self.retriever = retriever
         self.sentences = sentences
         self.encode = encode
-        self.rerank = rerank
         self.llm = llm  # called when the first cell needs the model: the model starts then, not before
         self.prompts = prompts
-        self.topic_judge = topic_judge  # the model's odds that a paper is on a topic (AnswerEngine.topic_judge)
+        self.topics = topics  # chooses a topic's papers, as for a topic question
 
-    def topic_rows(self, topic: str, source: str | None = None, notices: list[str] | None = None) -> list[Row]:
-        """Every paper on `topic`, each with the sentence of its abstract that shows it (as for a topic
-        question: the model is asked about the likely candidates). What went wrong goes to `notices`."""
+    def topic_rows(self, topic: str, source: str | None = None, notices: list[str] | None = None) -> tuple[list[Row], list[Row]]:
+        """The papers on `topic`, each with the sentence of its abstract that shows it, and those possibly
+        related to it: chosen as for a topic question (`topic_list.TopicLister.choose`). What went wrong
+        goes to `notices`."""
         topic = wording.sanitize(topic)
         if not topic:
             raise QuestionError("The topic is empty. Name a topic, e.g. --topic \"KV cache\".")
         if count_tokens(topic) > self.settings.max_question_tokens:
             raise QuestionError(f"The topic \"{shorten(topic, 60)}\" is longer than {self.settings.max_question_tokens} "
                                 "tokens; name it in a few words, e.g. --topic \"KV cache\".")
-        vector = self.encode([topic])[0]
-        candidates = self.retriever.retrieve(topic, k=self.settings.table_candidates, source=source,
-                                             embedding=vector.tolist())
-        members, _ = topic_choice.on_topic(topic, vector, candidates, self.sentences, self.rerank,
-                                     self.settings.table_topic_threshold,
-                                     self.topic_judge(topic, notices if notices is not None else []))
-        rows = []
-        for member in members:
-            s = self.sentences.get(member.passage.paper)
-            reason = make_citation(1, member.passage.paper, s.raw, [member.sentence.index], member.sentence.score)
-            rows.append(Row(member.passage.paper, reason, member.score))
-        return rows
+        choice = self.topics.choose(topic, source, notices)
+
+        def row(member: topic_choice.TopicMember) -> Row:
+            return Row(member.passage.paper, self.topics.citation(1, member), member.score)
+
+        return [row(m) for m in choice.members], [row(m) for m in choice.related]
 
     def events(self, rows: list[Row], columns: list[str], topic: str = "", notices: Sequence[str] = ()) -> Iterator[Row | Cell | Table]:
         """Each `Row`, then each `Cell` as it is filled (row by row), then the whole `Table`."""

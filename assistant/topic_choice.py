@@ -8,12 +8,16 @@ regression fitted by the evaluation's `fit_topic.py` combines them.
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from .kinds import DATA
 from .evidence import ScoredSentence, SentenceBank, score_sentences, strongest
 from .types import Passage
 from .wording import stems
@@ -30,10 +34,9 @@ TOPIC_KEYWORD_WEIGHT = 0.4  # a topic's own words in a paper's chunks count besi
 #   its title and abstract read whole (against the topic).
 TOPIC_FEATURES = ("relevance", "relevance - best", "sentence logit", "sentence logit - best",
                   "abstract logit", "abstract logit - best")
-# A logistic regression over those features, fitted by the evaluation's fit_topic script on its topic and
-# multi-paper questions (leave-one-question-out estimates are printed there); not tuned on single questions.
-TOPIC_WEIGHTS = (0.7673, 0.4658, 0.1908, 0.1437, 0.1006, 0.1568)
-TOPIC_BIAS = 1.3046
+# A logistic regression over those features ("rule" in assistant/data/topics.json), fitted by the
+# evaluation's fit_topic script on its topic questions and table topics (its leave-one-topic-out
+# figures are beside the weights); not tuned on single questions.
 
 # Where a backend gives log-probabilities, the model is asked of each candidate the rule above
 # finds at least TOPIC_JUDGE_FLOOR likely (4-5 per question, against 10 read by the cross-encoder)
@@ -44,8 +47,6 @@ TOPIC_BIAS = 1.3046
 # for the cross-encoder's reading of the abstract, over 544 candidates of the topic questions and tables).
 TOPIC_JUDGE_FLOOR = 0.05
 TOPIC_JUDGED_FEATURES = (*TOPIC_FEATURES, "model log-odds", "model log-odds - best")
-TOPIC_JUDGED_WEIGHTS = (0.1149, 0.1856, 0.1551, 0.1949, 0.0001, -0.0173, 1.1823, 1.0709)
-TOPIC_JUDGED_BIAS = 1.1637
 ODDS_CLIP = 10.0  # log-odds beyond this say no more: a paper is plainly on or off the topic
 Judge = Callable[[Passage], float | None]
 
@@ -54,6 +55,14 @@ TOPIC_SENTENCES_READ = 3
 TOPIC_RELEVANCE_FLOOR = 0.7
 UNRELATED_LOGIT = -12.0
 Rerank = Callable[[str, Sequence[str]], np.ndarray]
+
+
+@functools.cache
+def fitted() -> dict[str, Any]:
+    """The fitted rules ("rule", "judged_rule"), the listing threshold and the related floor."""
+    data = json.loads((DATA / "topics.json").read_text(encoding="utf-8"))
+    assert tuple(data["rule"]["features"]) == TOPIC_FEATURES and tuple(data["judged_rule"]["features"]) == TOPIC_JUDGED_FEATURES
+    return data
 
 
 @dataclass(frozen=True)
@@ -134,14 +143,14 @@ def on_topic(
 ) -> tuple[list[TopicMember], list[TopicMember]]:
     """The candidates on `topic` (each with the sentence that shows it), and every candidate weighed, best first.
 
-    A candidate is on the topic when the fitted rule (`TOPIC_WEIGHTS`) gives it a probability of at
+    A candidate is on the topic when the fitted rule ("rule" of `fitted`) gives it a probability of at
     least `threshold`. With `judge` (the model's log-odds that a candidate is on the topic, or None
     where it cannot tell), the candidates the rule finds at least `TOPIC_JUDGE_FLOOR` likely and the
-    model can tell about are weighed again with its odds (`TOPIC_JUDGED_WEIGHTS`). Used by topic
+    model can tell about are weighed again with its odds ("judged_rule"). Used by topic
     questions and by the rows of a table chosen by topic.
     """
     rows = topic_features(topic, topic_vector, candidates, bank, rerank)
-    scores = [_logistic(features, TOPIC_WEIGHTS, TOPIC_BIAS) for _, _, features in rows]
+    scores = [_logistic(features, fitted()["rule"]["weights"], fitted()["rule"]["bias"]) for _, _, features in rows]
     judged: list[tuple[int, float]] = []
     if judge is not None:
         asked = [i for i, score in enumerate(scores) if score >= TOPIC_JUDGE_FLOOR]
@@ -149,7 +158,7 @@ def on_topic(
     if judged:
         features = judged_features([rows[i][2] for i, _ in judged], [o for _, o in judged])
         for (i, _), f in zip(judged, features):
-            scores[i] = _logistic(f, TOPIC_JUDGED_WEIGHTS, TOPIC_JUDGED_BIAS)
+            scores[i] = _logistic(f, fitted()["judged_rule"]["weights"], fitted()["judged_rule"]["bias"])
     scored = [TopicMember(p, s, round(score, 4)) for (p, s, _), score in zip(rows, scores)]
     scored.sort(key=lambda m: -m.score)
     return [m for m in scored if m.score >= threshold], scored

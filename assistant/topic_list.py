@@ -1,38 +1,60 @@
-"""Topic lists: the reply to a question that asks for every paper on a topic.
+"""Topic lists: the papers on a topic, for a topic question in the chat and for the rows of a table.
 
-The candidates are weighed by `topic_choice.on_topic` (a fitted rule over the embeddings and the
-cross-encoder, and, for papers the model has kept, the model's odds that the paper is about the
-topic); the reply lists each paper on the topic with the sentence of its abstract that puts it there.
+One way to choose them (`TopicLister.choose`): every paper retrieval finds near the topic (up to
+`topic_candidates`) is weighed by `topic_choice.on_topic` (a fitted rule over the embeddings and the
+cross-encoder and, for papers the model has kept, the model's odds that the paper is about the
+topic). Two tiers come out: the papers on the topic, each with the sentence of its abstract that puts
+it there, and a short "possibly related" list of the next most likely. A topic question's topic is
+the model's noun phrase for what it asks about, checked against the question's own words.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from . import slots, topic_choice
+from . import topic_choice
 from .cite import make_citation
 from .config import Settings
 from .errors import LLMError
 from .evidence import SentenceBank
 from .prompting import Prompter
 from .query import Query
-from .types import Answer, Passage
+from .retrieve import HybridRetriever
+from .slots import read_question
+from .types import Answer, Citation, Passage
+from .wording import stems
 
 # Some sentence of the candidates must say the topic clearly: on off-topic questions ("spiking
 # neural networks", "watermarking") the best sentence reaches 0.39; on all but one of the
 # evaluation set's topic and multi-paper questions it is 0.59 or more.
 TOPIC_PRESENT = 0.45
+RELATED_MAX = 5
+PHRASE_CHARS = 80
+
+
+@dataclass(frozen=True)
+class TopicChoice:
+    """The papers on a topic (best first) and those possibly related to it (at most `RELATED_MAX`)."""
+
+    topic: str
+    members: list[topic_choice.TopicMember]
+    related: list[topic_choice.TopicMember]
+    present: bool  # some candidate's sentence says the topic clearly (`TOPIC_PRESENT`)
 
 
 class TopicLister:
     """Chooses and lists the papers on a topic."""
 
-    def __init__(self, settings: Settings, sentences: SentenceBank, rerank: topic_choice.Rerank, prompter: Prompter,
-                 llm: Callable[[], Any], encode: Callable[[list[str]], np.ndarray]) -> None:
+    def __init__(self, settings: Settings, retriever: HybridRetriever, sentences: SentenceBank,
+                 rerank: topic_choice.Rerank, prompter: Prompter, llm: Callable[[], Any],
+                 encode: Callable[[list[str]], np.ndarray]) -> None:
         self.settings = settings
+        self.retriever = retriever
         self.sentences = sentences
         self.rerank = rerank
         self.prompter = prompter
@@ -68,31 +90,65 @@ class TopicLister:
 
         return judge
 
-    def reply(self, answer: Answer, query: Query, candidates: list[Passage]) -> Answer | None:
-        """Every candidate paper whose own best sentence supports the topic, each cited with it (None
-        when no candidate is on it)."""
-        read = slots.read_question(query.english, original=query.text)
-        topic = read.topic if read.kind == "topic" and read.topic else query.english.rstrip(" ?.!")
-        members, scored = topic_choice.on_topic(
-            topic, self.encode([topic])[0], candidates, self.sentences, self.rerank, self.settings.topic_threshold,
-            self.judge(topic, answer.notices),
-        )
-        if not scored or max(m.sentence.score for m in scored) < TOPIC_PRESENT or not members:
+    def phrase(self, query: Query, notices: list[str]) -> str:
+        """What a topic question asks about, as a noun phrase: the model's, when it is short and made of
+        the question's own words (a stem in common), else the question without its frame."""
+        fallback = read_question(query.english, original=query.text)
+        fallback_topic = fallback.topic if fallback.kind == "topic" and fallback.topic else query.english.rstrip(" ?.!")
+        try:
+            llm = self.llm()
+            reply = llm.chat([{"role": "user", "content": self.prompter.prompts.topic_phrase.format(question=query.english)}],
+                             max_tokens=24, **llm.line_format(PHRASE_CHARS))
+        except LLMError as exc:
+            notices.append(f"The model could not name the topic ({exc}); it is read from the question's words.")
+            return fallback_topic
+        phrase = re.sub(r"^(?:the\s+)?topic\s*(?:is|:)\s*", "", reply.strip().strip('"“”.'), flags=re.IGNORECASE).strip()
+        words = set(stems(phrase))
+        if not phrase or len(phrase.split()) > 10 or not words or not words & set(stems(query.english)):
+            return fallback_topic
+        return phrase
+
+    def choose(self, topic: str, source: str | None = None, notices: list[str] | None = None) -> TopicChoice:
+        """The papers on `topic`, and the next most likely as possibly related."""
+        vector = self.encode([topic])[0]
+        candidates = self.retriever.retrieve(topic, k=self.settings.topic_candidates, source=source,
+                                             embedding=vector.tolist())
+        fitted = topic_choice.fitted()
+        threshold = fitted["threshold"] if self.settings.topic_threshold is None else self.settings.topic_threshold
+        floor = fitted["related_floor"] if self.settings.related_threshold is None else self.settings.related_threshold
+        members, scored = topic_choice.on_topic(topic, vector, candidates, self.sentences, self.rerank, threshold,
+                                                self.judge(topic, notices if notices is not None else []))
+        listed = {m.passage.paper.id for m in members}
+        related = [m for m in scored if m.passage.paper.id not in listed and m.score >= floor]
+        present = bool(scored) and max(m.sentence.score for m in scored) >= TOPIC_PRESENT
+        return TopicChoice(topic, members, related[:RELATED_MAX], present)
+
+    def citation(self, number: int, member: topic_choice.TopicMember) -> Citation:
+        s = self.sentences.get(member.passage.paper)
+        return make_citation(number, member.passage.paper, s.raw, [member.sentence.index], member.sentence.score)
+
+    def reply(self, answer: Answer, query: Query, source: str | None = None) -> Answer | None:
+        """Every paper on the topic, each cited with the sentence that puts it there, then the possibly
+        related ones (not cited: shown apart). None when no paper is on the topic."""
+        topic = self.phrase(query, answer.notices)
+        choice = self.choose(topic, source, answer.notices)
+        if not choice.present or not choice.members:
             return None
         lines, citations = [], []
-        for number, member in enumerate(members, start=1):
-            s = self.sentences.get(member.passage.paper)
+        for number, member in enumerate(choice.members, start=1):
             lines.append(f"- {member.passage.paper.title} [{number}]: {member.sentence.clean}")
-            citations.append(make_citation(number, member.passage.paper, s.raw, [member.sentence.index], member.sentence.score))
+            citations.append(self.citation(number, member))
+        related = [self.citation(0, m) for m in choice.related]
+        n = len(choice.members)
         if query.language == "zh":
-            lead = f"本论文集中有 {len(members)} 篇论文与“{query.text.rstrip('？?。')}”有关："
+            lead = f"本论文集中有 {n} 篇论文关于“{topic}”："
+            tail = f"\n可能相关：{'；'.join(c.paper.title for c in related)}。" if related else ""
         else:
-            count = "One paper" if len(members) == 1 else f"{len(members)} papers"
-            lead = f"{count} in the collection {'is' if len(members) == 1 else 'are'} about {topic}:"
-        answer.text = lead + "\n" + "\n".join(lines)
-        answer.citations = citations
-        answer.confidence = round(max(m.score for m in members), 4)
-        listed = {m.passage.paper.id for m in members}
-        answer.passages = [m.passage for m in members] + [m.passage for m in scored if m.passage.paper.id not in listed][:2]
+            lead = f"{'One paper' if n == 1 else f'{n} papers'} in the collection {'is' if n == 1 else 'are'} about {topic}:"
+            tail = f"\nPossibly related: {'; '.join(c.paper.title for c in related)}." if related else ""
+        answer.text = lead + "\n" + "\n".join(lines) + tail
+        answer.citations, answer.related = citations, related
+        answer.confidence = round(max(m.score for m in choice.members), 4)
+        answer.passages = [m.passage for m in choice.members] + [m.passage for m in choice.related]
         answer.status = "answered"
         return answer

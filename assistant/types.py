@@ -130,7 +130,9 @@ class Answer:
     when no answer was verified); `prompt_tokens` the size of the prompt sent to the model for
     the answer (tiktoken's count, within a few percent of the model's own; 0 when none was sent).
     `timings` are seconds per stage: condense, retrieve (with its parts query_embedding, dense,
-    keyword, fuse), decide, first_token, generate, total.
+    keyword, fuse), decide, first_token, generate, total. `related` (topic lists only) are the papers
+    possibly related to the topic, less likely than the listed ones, each with its closest sentence:
+    shown apart, never counted as cited.
     """
 
     question: str
@@ -146,6 +148,7 @@ class Answer:
     confidence: float = 0.0
     supported_share: float | None = None
     prompt_tokens: int = 0
+    related: list[Citation] = field(default_factory=list)
 
     @property
     def refused(self) -> bool:
@@ -187,6 +190,7 @@ class Answer:
             "flagged": list(self.flagged),
             "notices": list(self.notices),
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
+            "related": [_citation_json(c) for c in self.related],
         }
 
 
@@ -239,8 +243,9 @@ class Cell:
 class Table:
     """One question (a column) asked of many papers (the rows): `cells[r][c]` answers column c for row r.
 
-    `topic` is the topic the rows were chosen by ("" when they were given); `timings` are seconds
-    (rows, first_cell, total)."""
+    `topic` is the topic the rows were chosen by ("" when they were given); `related` the papers
+    possibly related to it, not made rows (each with the sentence closest to the topic); `timings`
+    are seconds (rows, first_cell, total)."""
 
     columns: list[str]
     rows: list[Row]
@@ -248,6 +253,7 @@ class Table:
     topic: str = ""
     notices: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    related: list[Row] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -257,6 +263,7 @@ class Table:
             "cells": [[cell.to_json() for cell in line] for line in self.cells],
             "notices": list(self.notices),
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
+            "related": [row.to_json() for row in self.related],
         }
 
 

@@ -12,9 +12,11 @@
 2. The claim threshold: the model's odds that each statement of eval/claims.jsonl (written from the
    abstracts: true, contradicted and unsupported claims) is true; the highest threshold that keeps 95%
    of the true ones.
-3. The sentence threshold: the odds that each of the two closest sentences of the paper a question is
+3. The sentence thresholds: the odds that each of the two closest sentences of the paper a question is
    about answers it; a sentence holding a fact of an answerable question answers, one of a near miss
-   does not; Youden's J again.
+   does not. Where the answer rule refused, a sentence is taken to answer only past Youden's J; where
+   it answered and the draft then failed (the model declined, or its claims did not hold), past the
+   threshold that finds 95% of the answering sentences (the rule's verdict is the prior).
 Then the same features on eval/heldout.jsonl and the outside set (never fitted on), and the figures
 of all three, per question type, go beside the weights.
 
@@ -54,7 +56,7 @@ C = 1.0
 def neutral() -> Fitted:
     """A rule that answers everything: features are collected before anything is fitted."""
     rule = Rule(DECISION_FEATURES, tuple(0.0 for _ in DECISION_FEATURES), 0.0, 0.0)
-    return Fitted(rule, Rule(DECISION_FEATURES[1:], tuple(0.0 for _ in DECISION_FEATURES[1:]), 0.0, 0.0), 0.0, 0.0, {})
+    return Fitted(rule, Rule(DECISION_FEATURES[1:], tuple(0.0 for _ in DECISION_FEATURES[1:]), 0.0, 0.0), 0.0, 0.0, 0.0, {})
 
 
 def collect(a: Any, path: Path, sentences: bool) -> list[dict[str, Any]]:
@@ -169,6 +171,7 @@ def main() -> int:
     s_odds = np.array([s["odds"] for s in judged])
     s_y = np.array([s["answers"] for s in judged])
     sentence_threshold = round(youden(s_odds, s_y), 3)
+    rescue_threshold = round(float(np.quantile(s_odds[s_y], 1 - KEEP_TRUE)), 3)
 
     report = {
         "fitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -177,7 +180,9 @@ def main() -> int:
         "claims": {"n": len(claims), "share_judged_not_true": claim_figures},
         "sentences": {"n": len(judged), "answering": int(s_y.sum()),
                       "answering_found": round(float(np.mean(s_odds[s_y] >= sentence_threshold)), 3),
-                      "not_answering_found": round(float(np.mean(s_odds[~s_y] < sentence_threshold)), 3)},
+                      "not_answering_found": round(float(np.mean(s_odds[~s_y] < sentence_threshold)), 3),
+                      "rescue": {"answering_found": round(float(np.mean(s_odds[s_y] >= rescue_threshold)), 3),
+                                 "not_answering_found": round(float(np.mean(s_odds[~s_y] < rescue_threshold)), 3)}},
     }
     out = {
         "with_model": {"features": list(with_model.features), "weights": list(with_model.weights),
@@ -186,6 +191,7 @@ def main() -> int:
                           "bias": without_model.bias, "threshold": without_model.threshold},
         "claim_threshold": claim_threshold,
         "sentence_threshold": sentence_threshold,
+        "sentence_rescue_threshold": rescue_threshold,
         "figures": report,
     }
     (DATA / "decision.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

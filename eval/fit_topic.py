@@ -1,170 +1,178 @@
-"""Fit the rule that decides which candidates of a topic question are on the topic.
+"""Fit the rules that choose a topic's papers (`assistant/topic_choice.py`) and write assistant/data/topics.json.
 
-For every topic and multi-paper question of the evaluation set that reads as a topic question, it
-retrieves the candidates the assistant would weigh, computes `topic_choice.TOPIC_FEATURES` for each, and
-fits a logistic regression (gold paper or not). It prints the leave-one-question-out precision and
-recall of the listed papers per question type (what the rule would score on questions it was not
-fitted on) for a few thresholds, and the weights to copy into `topic_choice.TOPIC_WEIGHTS` / `TOPIC_BIAS`.
+The topics: every topic question of eval/questions.jsonl (and multi-paper question read as one), with
+the topic as the assistant names it (`TopicLister.phrase`, the model's noun phrase), and every topic of
+eval/tables.jsonl as given. For each, the candidates the assistant weighs (`TopicLister.choose`: up to
+`topic_candidates` papers near the topic), their `topic_choice.TOPIC_FEATURES` and, for those the
+cross-encoder reads, the model's odds that the paper is about the topic (kept in --odds-file between
+runs). Two logistic regressions (gold paper or not): the first rule over the features, the second over
+them and the model's odds for the candidates the first finds at least `TOPIC_JUDGE_FLOOR` likely. The
+listing threshold is the one whose leave-one-topic-out recall and precision are highest together (the
+lower of the two), the "possibly related" floor the highest at which the listed and related papers
+together reach 0.95 recall. The outside set's topic questions are scored, never fitted on.
 
-    python eval/fit_topic.py --index-dir /tmp/store [--held-out more_topics.jsonl]
-
-`--held-out` scores the rule fitted on the whole set on other questions, never used for fitting.
-
-`--judge` also asks the model (`AnswerEngine.topic_odds`) about every candidate the cross-encoder
-reads (about 10 a question, ~1 s each; answers are kept in `--odds-file` for the next run) and fits
-the second rule, over `topic_choice.TOPIC_JUDGED_FEATURES`, on the candidates the first rule finds at
-least `topic_choice.TOPIC_JUDGE_FLOOR` likely: its leave-one-out figures and `TOPIC_JUDGED_WEIGHTS`.
+    .venv/bin/python eval/fit_topic.py            # about 15 minutes with the embedded model, papers kept
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from assistant import slots, topic_choice
-from assistant.api import Assistant
-from assistant.config import Settings
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import assistant  # noqa: E402,F401  (offline environment first)
+from assistant import topic_choice  # noqa: E402
+from assistant.api import Assistant  # noqa: E402
+from assistant.evaluation.dataset import paper_key  # noqa: E402
+from assistant.kinds import DATA  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-THRESHOLDS = (0.2, 0.3, 0.4, 0.5)
+OUTSIDE = ROOT.parent / "shared" / "eval" / "external_questions.jsonl"
+THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.1, 0.75, 0.05))
+RELATED_FLOORS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1)
+C = 0.3
 
 
-def load(path: Path) -> list[dict]:
-    questions = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [q for q in questions if q["type"] in ("topic", "multi_paper")]
-
-
-def features(assistant: Assistant, questions: list[dict], k: int, odds: dict[str, float] | None = None) -> list[dict]:
-    """Per question: its type, gold count, and each candidate's features with whether it is gold;
-    with `odds` (filled in as it goes), the model's log-odds for every candidate read (else NaN)."""
-    engine = assistant.engine
+def topics(a: Assistant, path: Path, tables: bool = False) -> list[dict[str, Any]]:
+    """(id, kind, topic, gold ids) for the topics of a question or table set."""
     out = []
-    for q in questions:
-        intent = slots.read_question(q["question"])
-        if intent.kind != "topic":
-            print(f"  {q['id']}: read as {intent.kind}, not a topic question; skipped")
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
             continue
-        gold = {f"{g['source']}#{g['ordinal']}" for g in q["gold"]}
-        query_vector = engine._encode([q["question"]])[0]
-        topic_vector = engine._encode([intent.topic])[0] if intent.topic else query_vector
-        candidates = assistant.retriever.retrieve(q["question"], k=k, embedding=query_vector.tolist())
-        rows = topic_choice.topic_features(intent.topic, topic_vector, candidates, engine.sentences, engine.rerank)
-        judged = []
+        item = json.loads(line)
+        gold = {paper_key(g["source"], g["ordinal"]) for g in item["gold"]}
+        if tables:
+            out.append({"id": item["id"], "kind": "table", "topic": item["topic"], "gold": gold})
+            continue
+        if item["type"] not in ("topic", "multi_paper"):
+            continue
+        query = a.engine.read(item["question"], item["history"] or None)
+        if query.kind.kind != "topic":
+            continue
+        out.append({"id": item["id"], "kind": item.get("kind", item["type"]), "gold": gold,
+                    "topic": a.engine.topics.phrase(query, [])})
+    return out
+
+
+def features(a: Assistant, items: list[dict[str, Any]], odds: dict[str, float]) -> list[dict[str, Any]]:
+    engine = a.engine
+    for item in items:
+        vector = engine._encode([item["topic"]])[0]
+        candidates = a.retriever.retrieve(item["topic"], k=a.settings.topic_candidates, embedding=vector.tolist())
+        rows = topic_choice.topic_features(item["topic"], vector, candidates, engine.sentences, engine.rerank)
+        asked = []
         for passage, _, f in rows:
-            key = f"{intent.topic}\t{passage.paper.id}"
-            if odds is not None and f[0] >= topic_choice.TOPIC_RELEVANCE_FLOOR and key not in odds:
-                odds[key] = engine.topic_odds(intent.topic, passage)
-            judged.append(odds.get(key, np.nan) if odds is not None else np.nan)
-        out.append({
-            "id": q["id"], "type": q["type"], "gold": len(gold),
-            "x": np.array([f for _, _, f in rows]), "odds": np.array(judged, dtype=float),
-            "y": np.array([f"{p.paper.source}#{p.paper.ordinal}" in gold for p, _, _ in rows]),
-        })
-    return out
+            key = f"{item['topic']}\t{passage.paper.id}"
+            if f[0] >= topic_choice.TOPIC_RELEVANCE_FLOOR and key not in odds:
+                odds[key] = engine.topic_odds(item["topic"], passage)
+            asked.append(odds.get(key, np.nan))
+        item.update(x=np.array([f for _, _, f in rows]), odds=np.array(asked, dtype=float),
+                    y=np.array([p.paper.id in item["gold"] for p, _, _ in rows]))
+        print(f"\r{len([i for i in items if 'x' in i])}/{len(items)} topics weighed", end="", flush=True)
+    print()
+    return items
 
 
-def fit(data: list[dict], c: float) -> LogisticRegression:
-    return LogisticRegression(C=c, max_iter=5000).fit(np.vstack([d["x"] for d in data]), np.concatenate([d["y"] for d in data]))
+def fit(items: list[dict[str, Any]], x: str = "x", y: str = "y") -> LogisticRegression:
+    return LogisticRegression(C=C, max_iter=5000).fit(np.vstack([i[x] for i in items]), np.concatenate([i[y] for i in items]))
 
 
-def judged(data: list[dict], base: LogisticRegression) -> list[dict]:
-    """Per question, the candidates the model is asked about under the rule `base`, with their
-    `TOPIC_JUDGED_FEATURES` (`x`), gold flags (`y`) and their place among all candidates (`at`)."""
-    out = []
-    for d in data:
-        at = np.flatnonzero((base.predict_proba(d["x"])[:, 1] >= topic_choice.TOPIC_JUDGE_FLOOR) & ~np.isnan(d["odds"]))
-        x = np.array(topic_choice.judged_features(list(d["x"][at]), list(d["odds"][at]))) if len(at) else np.zeros((0, len(topic_choice.TOPIC_JUDGED_FEATURES)))
-        out.append({"x": x, "y": d["y"][at], "at": at})
-    return out
+def probabilities(item: dict[str, Any], first: LogisticRegression, second: LogisticRegression | None) -> np.ndarray:
+    """The candidates' probabilities: the first rule's, the second's where the model was asked."""
+    p = first.predict_proba(item["x"])[:, 1]
+    if second is None:
+        return p
+    at = np.flatnonzero((p >= topic_choice.TOPIC_JUDGE_FLOOR) & ~np.isnan(item["odds"]))
+    if len(at):
+        judged = topic_choice.judged_features(list(item["x"][at]), list(item["odds"][at]))
+        p[at] = second.predict_proba(np.array(judged))[:, 1]
+    return p
 
 
-def two_stage_left_out(data: list[dict], c: float) -> tuple[list[np.ndarray], float]:
-    """Each question's probabilities from both rules fitted on the others (the candidates not asked
-    about keep the first rule's), and the mean number of candidates asked about."""
-    left, asked = [], []
-    for i, d in enumerate(data):
-        others = data[:i] + data[i + 1:]
-        base = fit(others, c)
-        second = fit([j for j in judged(others, base) if len(j["y"])], c)
-        p = base.predict_proba(d["x"])[:, 1]
-        mine = judged([d], base)[0]
-        if len(mine["at"]):
-            p[mine["at"]] = second.predict_proba(mine["x"])[:, 1]
-        left.append(p)
-        asked.append(len(mine["at"]))
-    return left, float(np.mean(asked))
+def second_rule(items: list[dict[str, Any]], first: LogisticRegression) -> LogisticRegression:
+    rows = []
+    for item in items:
+        p = first.predict_proba(item["x"])[:, 1]
+        at = np.flatnonzero((p >= topic_choice.TOPIC_JUDGE_FLOOR) & ~np.isnan(item["odds"]))
+        if len(at):
+            rows.append({"x": np.array(topic_choice.judged_features(list(item["x"][at]), list(item["odds"][at]))),
+                         "y": item["y"][at]})
+    return fit(rows)
 
 
-def precision_recall(listed: np.ndarray, d: dict) -> tuple[float, float]:
-    """Precision and recall of the candidates `listed` (a mask) against the question's gold papers."""
-    hits = int((listed & d["y"]).sum())
-    return (hits / listed.sum() if listed.sum() else 0.0), hits / d["gold"]
+def scores(items: list[dict[str, Any]], probs: list[np.ndarray], threshold: float, floor: float) -> dict[str, Any]:
+    """Mean recall and precision of the listed papers, and recall with the possibly related ones, per kind and all."""
+    per: dict[str, list[tuple[float, float, float]]] = {}
+    for item, p in zip(items, probs):
+        order = np.argsort(-p)
+        listed = p >= threshold
+        related = np.zeros_like(listed)
+        related[[i for i in order if not listed[i] and p[i] >= floor][:5]] = True
+        hits = int((listed & item["y"]).sum())
+        total = len(item["gold"])
+        recall = hits / total
+        precision = hits / listed.sum() if listed.sum() else 0.0
+        with_related = int(((listed | related) & item["y"]).sum()) / total
+        for kind in (item["kind"], "all"):
+            per.setdefault(kind, []).append((recall, precision, with_related))
+    return {k: {"n": len(v), "recall": round(float(np.mean([r for r, _, _ in v])), 3),
+                "precision": round(float(np.mean([p for _, p, _ in v])), 3),
+                "recall_with_related": round(float(np.mean([w for _, _, w in v])), 3)} for k, v in sorted(per.items())}
 
 
-def previous_rule(d: dict) -> np.ndarray:
-    """The rule this one replaced: relevance >= 0.86 and within 0.51 of the best candidate's."""
-    return (d["x"][:, 0] >= 0.86) & (d["x"][:, 1] >= -0.51)
-
-
-def report(label: str, data: list[dict], listed: list[np.ndarray], kind: str | None = None) -> str:
-    """Mean precision and recall per question type (or all as `kind`)."""
-    scores: dict[str, list[tuple[float, float]]] = {}
-    for d, mask in zip(data, listed):
-        scores.setdefault(kind or d["type"], []).append(precision_recall(mask, d))
-    parts = [f"{k} P {np.mean([p for p, _ in v]):.3f} R {np.mean([r for _, r in v]):.3f} (n={len(v)})"
-             for k, v in sorted(scores.items())]
-    return f"{label}: " + " | ".join(parts)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--index-dir", required=True, help="index built from the collection")
-    parser.add_argument("--questions", type=Path, default=HERE / "questions.jsonl")
-    parser.add_argument("--held-out", type=Path, help="more topic questions to score, not to fit on")
-    parser.add_argument("--candidates", type=int, default=12, help="candidates weighed per question")
-    parser.add_argument("-C", type=float, default=0.3, help="inverse regularisation strength")
-    parser.add_argument("--judge", action="store_true", help="also fit the rule over the model's odds (needs the model)")
-    parser.add_argument("--odds-file", type=Path, default=Path("topic_odds.json"), help="the model's odds, kept between runs")
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--odds-file", type=Path, default=HERE / "reports" / "topic_odds.json",
+                        help="the model's odds, kept between runs")
     args = parser.parse_args()
-
-    assistant = Assistant.from_settings(Settings(index_dir=args.index_dir))
-    odds = None
-    if args.judge:
-        odds = json.loads(args.odds_file.read_text(encoding="utf-8")) if args.odds_file.exists() else {}
-    try:
-        data = features(assistant, load(args.questions), args.candidates, odds)
-    finally:
-        if odds is not None:
+    odds = json.loads(args.odds_file.read_text(encoding="utf-8")) if args.odds_file.exists() else {}
+    with Assistant.from_settings() as a:
+        try:
+            own = topics(a, HERE / "questions.jsonl") + topics(a, HERE / "tables.jsonl", tables=True)
+            outside = topics(a, OUTSIDE) if OUTSIDE.is_file() else []
+            features(a, own, odds)
+            features(a, outside, odds)
+        finally:
+            args.odds_file.parent.mkdir(parents=True, exist_ok=True)
             args.odds_file.write_text(json.dumps(odds, indent=0), encoding="utf-8")
-    held = features(assistant, load(args.held_out), args.candidates) if args.held_out else []
-    print(f"{len(data)} questions, {sum(len(d['y']) for d in data)} candidates, {sum(d['y'].sum() for d in data)} gold")
-    print(report("previous rule (relevance only)", data, [previous_rule(d) for d in data]))
-    if held:
-        print(report("previous rule, held out", held, [previous_rule(d) for d in held], "held_out"))
-    # Each question's probabilities from a rule fitted on the others; the rule fitted on all of them.
-    left_out = [fit(data[:i] + data[i + 1:], args.C).predict_proba(d["x"])[:, 1] for i, d in enumerate(data)]
-    model = fit(data, args.C)
-    held_probabilities = [model.predict_proba(d["x"])[:, 1] for d in held]
-    for threshold in THRESHOLDS:
-        print(report(f"leave one out, threshold {threshold}", data, [p >= threshold for p in left_out]))
-        if held:
-            print(report(f"held out,      threshold {threshold}", held, [p >= threshold for p in held_probabilities], "held_out"))
-    print("TOPIC_WEIGHTS =", tuple(round(float(w), 4) for w in model.coef_[0]))
-    print("TOPIC_BIAS =", round(float(model.intercept_[0]), 4))
-    if args.judge:
-        left_out, asked = two_stage_left_out(data, args.C)
-        print(f"with the model's odds ({asked:.1f} candidates asked about per question):")
-        for threshold in THRESHOLDS:
-            print(report(f"leave one out, threshold {threshold}", data, [p >= threshold for p in left_out]))
-        second = fit([j for j in judged(data, model) if len(j["y"])], args.C)
-        print("TOPIC_JUDGED_WEIGHTS =", tuple(round(float(w), 4) for w in second.coef_[0]))
-        print("TOPIC_JUDGED_BIAS =", round(float(second.intercept_[0]), 4))
-    assistant.close()
+    # Leave one topic out: each topic's probabilities from both rules fitted on the others.
+    left = []
+    for i, item in enumerate(own):
+        others = own[:i] + own[i + 1:]
+        first = fit(others)
+        left.append(probabilities(item, first, second_rule(others, first)))
+    best = max(THRESHOLDS, key=lambda t: min(scores(own, left, t, 1.0)["all"]["recall"], scores(own, left, t, 1.0)["all"]["precision"]))
+    floor = max((f for f in RELATED_FLOORS if scores(own, left, best, f)["all"]["recall_with_related"] >= 0.95),
+                default=min(RELATED_FLOORS))
+    first = fit(own)
+    second = second_rule(own, first)
+    report = {"fitted": datetime.now(timezone.utc).isoformat(timespec="seconds"), "topics": len(own),
+              "candidates": int(sum(len(i["y"]) for i in own)), "leave_one_topic_out": scores(own, left, best, floor)}
+    if outside:
+        report["outside"] = scores(outside, [probabilities(i, first, second) for i in outside], best, floor)
+    out = {
+        "rule": {"features": list(topic_choice.TOPIC_FEATURES), "weights": [round(float(w), 4) for w in first.coef_[0]],
+                 "bias": round(float(first.intercept_[0]), 4)},
+        "judged_rule": {"features": list(topic_choice.TOPIC_JUDGED_FEATURES),
+                        "weights": [round(float(w), 4) for w in second.coef_[0]], "bias": round(float(second.intercept_[0]), 4)},
+        "threshold": best, "related_floor": floor, "figures": report,
+    }
+    (DATA / "topics.json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    for name in ("leave_one_topic_out", "outside"):
+        for kind, f in report.get(name, {}).items():
+            print(f"{name:20} {kind:10} n={f['n']:3} R {f['recall']} P {f['precision']} R with related {f['recall_with_related']}")
+    print(f"threshold {best}, related floor {floor}; wrote {DATA / 'topics.json'}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -73,6 +73,35 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+# -- what a scripted model "thinks" when asked for log-probabilities ----------------------------
+
+YES, NO = {"yes": -0.05, "no": -3.5}, {"no": -0.05, "yes": -3.5}
+
+
+def judging_model(*, declines: bool = False, claim_holds: bool = True, says_otherwise: bool = True,
+                  sentence: Callable[[str], bool] = lambda content: False) -> Callable[[list[dict]], dict[str, float]]:
+    """`ScriptedLLM.first_tokens` for each kind of judgement: whether the model declines to answer,
+    whether a claim holds (and, if not, whether the abstract says otherwise), whether a sentence answers."""
+    from assistant.prompts import load_prompts
+
+    prompts = load_prompts()
+    claim = prompts.judge_claim.format(statement="").splitlines()[-1]
+    claim_kind = prompts.judge_claim_kind.format(statement="").splitlines()[-1]
+    asked_sentence = prompts.judge_sentence.format(question="", sentence="").splitlines()[-1]
+
+    def first_tokens(messages: list[dict]) -> dict[str, float]:
+        content = messages[-1]["content"]
+        if claim in content:
+            return YES if claim_holds else NO
+        if claim_kind in content:
+            return {"false": -0.05, "unknown": -3.0} if says_otherwise else {"unknown": -0.05, "false": -3.0}
+        if asked_sentence in content:
+            return YES if sentence(content) else NO
+        return {"NOT": -0.05, "The": -3.0} if declines else {"The": -0.05, "NOT": -6.0}
+
+    return first_tokens
+
+
 def make_settings(index_dir: Path, **overrides: object) -> Settings:
     """Settings for a test: its own store folder, the shared model cache."""
     return Settings(index_dir=index_dir, **overrides)

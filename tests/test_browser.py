@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -241,5 +242,46 @@ def test_a_topic_group_becomes_a_table_that_fills_and_exports(server: str, brows
         assert "Vegas" in saved.read_text(encoding="utf-8")
         assert external == []
         record("table 2x1", {"complete_s": round(total, 1)})
+    finally:
+        context.close()
+
+
+def grid_overflow(page: Any) -> float:
+    """How far the table grid's rightmost cell reaches past the grid's own box (px; <= 0 fits)."""
+    return page.evaluate("""() => {
+        const grid = document.querySelector('#table-grid');
+        const box = grid.getBoundingClientRect();
+        const cells = [...grid.querySelectorAll('th, td')];
+        return Math.max(...cells.map(c => c.getBoundingClientRect().right)) - Math.min(box.right, window.innerWidth);
+    }""")
+
+
+def test_a_typed_topic_fills_the_table_without_picking_papers_and_the_grid_fits(server: str, browser: Any) -> None:
+    context, page, external = open_page(browser, server)
+    try:
+        page.get_by_role("tab", name="Compare papers").click()
+        page.fill("#table-topic textarea, #table-topic input", "federated learning")
+        page.fill("#table-columns textarea", "Which dataset is the main result reported on?\nWhat does it improve over?")
+        page.click("#fill-table")
+        page.wait_for_selector("#table-status:has-text('questions in')", timeout=ANSWER_TIMEOUT_MS)
+        assert "FedUSD" in page.inner_text("#table-grid") and "FedUSD" in page.inner_text("#table-papers")
+        for width in (1440, 1024):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.wait_for_timeout(300)
+            assert grid_overflow(page) <= 1, f"the grid runs past its box at {width} px"
+        save(page, "compare-topic.png")
+        assert external == []
+    finally:
+        context.close()
+
+
+def test_the_page_header_shows_the_collection_name_in_its_own_script(server: str, browser: Any) -> None:
+    fonts = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True).stdout
+    assert fonts.strip(), "no CJK font: the header's Chinese collection name would show as boxes (bash scripts/setup.sh --test)"
+    context, page, _ = open_page(browser, server)
+    try:
+        assert "论文列表" in page.inner_text("body")
+        SCREENSHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "header.png"), clip={"x": 0, "y": 0, "width": 1440, "height": 200})
     finally:
         context.close()

@@ -17,7 +17,7 @@ from assistant.slots import adds_nothing, read_question, states
 from assistant.topic_choice import topic_parts
 from assistant.wording import question_names, sanitize, unknown_specifics
 
-from conftest import make_settings
+from conftest import judging_model, make_settings
 
 # -- what the question asks for --------------------------------------------------------------
 
@@ -206,7 +206,7 @@ def test_a_detail_the_named_papers_abstract_never_gives_is_a_near_miss_without_a
 def test_a_name_the_papers_abstract_never_mentions_is_a_near_miss(scripted, scripted_llm):
     answer = scripted.ask("Tell me about Vegas. How does it compare with SGLang?")
     assert answer.refused and "Vegas" in answer.text
-    assert any("does not mention SGLang" in notice for notice in answer.notices)
+    assert any("does not mention SGLang" in notice for notice in answer.notices), (answer.notices, answer.text, answer.status)
     assert scripted_llm.requests == []
 
 
@@ -224,6 +224,7 @@ def test_a_which_paper_question_in_everyday_words_still_reaches_the_model(script
 
 
 def test_a_chinese_which_paper_question_the_model_declines_names_the_paper_in_a_chinese_frame(scripted, scripted_llm):
+    scripted_llm.first_tokens = judging_model(sentence=lambda content: True)  # the judge: it answers
     scripted_llm.queue("Which paper studies sparse attention in video editing?", "NOT_IN_SOURCES")
     answer = scripted.ask("哪篇论文研究了视频编辑中的稀疏注意力？")
     assert answer.status == "answered" and answer.intent == "which_paper"
@@ -232,15 +233,36 @@ def test_a_chinese_which_paper_question_the_model_declines_names_the_paper_in_a_
 
 
 def test_a_topic_question_lists_every_paper_on_it_each_with_its_sentence(scripted, scripted_llm):
+    scripted_llm.queue("sparse attention for video")  # the model names the topic
     answer = scripted.ask("Are there any papers about sparse attention for video?")
     titles = [c.paper.title for c in answer.citations]
     assert answer.intent == "topic" and answer.status == "answered"
+    assert answer.text.startswith(f"{len(titles)} papers in the collection are about sparse attention for video:")
     assert {"ISA", "EchoAttention"} <= set(titles)
     for citation in answer.citations:
         assert f"{citation.paper.title} [{citation.marker}]" in answer.text
         assert all(citation.paper.abstract[s.start: s.end] == s.text for s in citation.spans)
-    # This backend gives no log-probabilities: asked once, it leaves the rule to choose; nobody writes.
-    assert len(scripted_llm.judged) == 1 and scripted_llm.requests == []
+    # This backend gives no log-probabilities: asked once, it leaves the rule to choose; nothing is drafted.
+    assert len(scripted_llm.judged) == 1 and len(scripted_llm.requests) == 1 and scripted_llm.replies == []
+
+
+def test_a_topic_list_shows_possibly_related_papers_apart_and_does_not_cite_them(shared_index_dir, scripted_llm):
+    # A low floor for the second tier, so the papers just below the first are listed whatever the fit.
+    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted",
+                             related_threshold=0.001)
+    scripted_llm.queue("sparse attention for video")
+    with Assistant.from_settings(settings) as assistant:
+        answer = assistant.ask("Are there any papers about sparse attention for video?")
+    cited = {c.paper.id for c in answer.citations}
+    assert answer.related and not cited & {c.paper.id for c in answer.related}
+    assert "Possibly related: " + "; ".join(c.paper.title for c in answer.related) in answer.text
+    assert all(c.quote in c.paper.abstract or c.spans for c in answer.related)
+
+
+def test_a_topic_the_model_names_in_words_the_question_never_uses_is_read_from_the_question(scripted, scripted_llm):
+    scripted_llm.queue("quantum chemistry of superconductors")
+    answer = scripted.ask("Are there any papers about sparse attention for video?")
+    assert "about sparse attention for video:" in answer.text
 
 
 def test_where_the_backend_gives_log_probabilities_the_models_odds_weigh_the_likely_papers(scripted, scripted_llm):
@@ -248,6 +270,7 @@ def test_where_the_backend_gives_log_probabilities_the_models_odds_weigh_the_lik
     # only ISA is about it.
     scripted_llm.first_tokens = lambda messages: (
         {"Yes": -0.05, "No": -3.0} if "[1] ISA:" in messages[-1]["content"] else {"No": -0.05, "Yes": -3.0})
+    scripted_llm.queue("sparse attention for video")
     answer = scripted.ask("Are there any papers about sparse attention for video?")
     assert [c.paper.title for c in answer.citations] == ["ISA"]
     asked = [r for r in scripted_llm.judged if "Is this paper about" in r["messages"][-1]["content"]]
@@ -259,6 +282,7 @@ def test_a_model_that_fails_while_weighing_papers_leaves_the_rule_to_choose_and_
         raise RuntimeError("out of memory")
 
     scripted_llm.first_tokens = fail
+    scripted_llm.queue("sparse attention for video")
     answer = scripted.ask("Are there any papers about sparse attention for video?")
     assert {"ISA", "EchoAttention"} <= {c.paper.title for c in answer.citations}
     assert any("could not weigh the papers" in notice for notice in answer.notices)
@@ -266,6 +290,7 @@ def test_a_model_that_fails_while_weighing_papers_leaves_the_rule_to_choose_and_
 
 
 def test_a_topic_list_leaves_out_papers_that_are_only_near_the_topic(scripted, scripted_llm):
+    scripted_llm.queue("attention sparsity in video generators")
     answer = scripted.ask("anything on attention sparsity in video generators?")
     assert answer.intent == "topic"
     assert sorted(c.paper.title for c in answer.citations) == ["EchoAttention", "ISA"]
@@ -282,6 +307,7 @@ def test_a_sentinel_fragment_after_an_answer_is_removed(scripted, scripted_llm):
 
 
 def test_when_the_model_declines_a_which_paper_question_the_evidence_answers_it(scripted, scripted_llm):
+    scripted_llm.first_tokens = judging_model(sentence=lambda content: True)  # the judge: it answers
     scripted_llm.queue("NOT_IN_SOURCES")
     answer = scripted.ask("I remember a paper that drafts tokens from part of its own KV cache and checks them. Which one?")
     assert answer.status == "answered" and not answer.refused
@@ -297,6 +323,7 @@ def test_a_count_answered_without_a_number_is_not_presented_as_an_answer(scripte
 
 
 def test_a_draft_that_restates_the_question_is_replaced_by_the_sentence_naming_the_paper(scripted, scripted_llm):
+    scripted_llm.first_tokens = judging_model(sentence=lambda content: True)  # the judge: it answers
     scripted_llm.queue("Drafts tokens using a subset of the KV cache chosen during verification [1].")
     answer = scripted.ask("Which paper drafts tokens using a subset of the KV cache chosen during verification?")
     assert answer.status == "answered" and answer.text.startswith("This looks like Vegas [1]: “")

@@ -13,32 +13,7 @@ import pytest
 
 from assistant import Assistant
 from assistant.judge import DECISION_FEATURES, Fitted
-from assistant.prompts import load_prompts
-from conftest import ScriptedLLM, make_settings
-
-PROMPTS = load_prompts()
-CLAIM = PROMPTS.judge_claim.format(statement="").splitlines()[-1]
-CLAIM_KIND = PROMPTS.judge_claim_kind.format(statement="").splitlines()[-1]
-SENTENCE = PROMPTS.judge_sentence.format(question="", sentence="").splitlines()[-1]
-YES, NO = {"yes": -0.05, "no": -3.5}, {"no": -0.05, "yes": -3.5}
-
-
-def model(*, declines: bool = False, claim_holds: bool = True, says_otherwise: bool = True,
-          sentence: Callable[[str], bool] = lambda content: False) -> Callable[[list[dict]], dict[str, float]]:
-    """What the scripted model's first token is likely to be, for each kind of request."""
-
-    def first_tokens(messages: list[dict]) -> dict[str, float]:
-        content = messages[-1]["content"]
-        if CLAIM in content:
-            return YES if claim_holds else NO
-        if CLAIM_KIND in content:
-            return {"false": -0.05, "unknown": -3.0} if says_otherwise else {"unknown": -0.05, "false": -3.0}
-        if SENTENCE in content:
-            return YES if sentence(content) else NO
-        return {"NOT": -0.05, "The": -3.0} if declines else {"The": -0.05, "NOT": -6.0}
-
-    return first_tokens
-
+from conftest import ScriptedLLM, judging_model, make_settings
 
 @pytest.fixture
 def scripted(shared_index_dir, scripted_llm):
@@ -59,14 +34,14 @@ def test_the_fitted_rules_load_with_every_feature_and_their_figures_on_questions
 
 
 def test_a_question_about_something_outside_the_collection_is_told_so_and_nothing_is_written(scripted, scripted_llm):
-    scripted_llm.first_tokens = model()
+    scripted_llm.first_tokens = judging_model()
     answer = scripted.ask("How do I bake a sourdough loaf with a crisp crust?")
     assert answer.status == "out_of_scope" and answer.refused and answer.citations == []
     assert "outside this collection" in answer.text and drafts(scripted_llm) == []
 
 
 def test_a_draft_the_abstract_contradicts_is_corrected_with_the_abstracts_own_words(scripted, scripted_llm):
-    scripted_llm.first_tokens = model(claim_holds=False, says_otherwise=True)
+    scripted_llm.first_tokens = judging_model(claim_holds=False, says_otherwise=True)
     scripted_llm.queue("Vegas decodes more slowly than default vLLM because drafting adds work [1].")
     answer = scripted.ask("How come Vegas decodes more slowly than vLLM does?")
     assert answer.status == "answered" and not answer.refused
@@ -77,7 +52,7 @@ def test_a_draft_the_abstract_contradicts_is_corrected_with_the_abstracts_own_wo
 
 
 def test_a_draft_the_abstract_does_not_state_becomes_a_near_miss(scripted, scripted_llm):
-    scripted_llm.first_tokens = model(claim_holds=False, says_otherwise=False)
+    scripted_llm.first_tokens = judging_model(claim_holds=False, says_otherwise=False)
     scripted_llm.queue("Vegas ran its experiments on eight A100 GPUs [1].")
     answer = scripted.ask("On how many GPUs were the Vegas experiments run?")
     assert answer.refused and answer.status == "not_in_abstracts"
@@ -87,7 +62,7 @@ def test_a_draft_the_abstract_does_not_state_becomes_a_near_miss(scripted, scrip
 
 def test_a_near_miss_never_quotes_a_sentence_the_judge_finds_answers_it_answers_from_it_instead(scripted, scripted_llm):
     # The model declines, but the judge finds the closest sentence answers: that sentence is the answer.
-    scripted_llm.first_tokens = model(sentence=lambda content: True)
+    scripted_llm.first_tokens = judging_model(sentence=lambda content: True)
     scripted_llm.queue("NOT_IN_SOURCES")
     answer = scripted.ask("By how much does Vegas raise decoding throughput over default vLLM?")
     assert answer.status == "answered" and not answer.refused
@@ -96,7 +71,7 @@ def test_a_near_miss_never_quotes_a_sentence_the_judge_finds_answers_it_answers_
 
 
 def test_a_near_miss_quotes_the_closest_sentence_the_judge_finds_does_not_answer(scripted, scripted_llm):
-    scripted_llm.first_tokens = model(sentence=lambda content: False)
+    scripted_llm.first_tokens = judging_model(sentence=lambda content: False)
     scripted_llm.queue("NOT_IN_SOURCES")
     answer = scripted.ask("Which learning rate schedule did Vegas use while drafting?")
     assert answer.refused and answer.text.startswith("The Vegas abstract [1] does not answer that question.")
@@ -105,14 +80,14 @@ def test_a_near_miss_quotes_the_closest_sentence_the_judge_finds_does_not_answer
 
 
 def test_a_refusal_in_reply_to_a_chinese_question_is_written_in_chinese(scripted, scripted_llm):
-    scripted_llm.first_tokens = model()
+    scripted_llm.first_tokens = judging_model()
     scripted_llm.queue("How do I bake sourdough bread?")  # the model's English rewrite of the question
     answer = scripted.ask("怎么烤出外皮酥脆的酸面包？")
     assert answer.refused and "论文集" in answer.text
 
 
 def test_the_model_is_asked_to_answer_a_chinese_question_in_chinese(scripted, scripted_llm):
-    scripted_llm.first_tokens = model(claim_holds=True)
+    scripted_llm.first_tokens = judging_model(claim_holds=True)
     scripted_llm.queue("How much faster is Vegas than default vLLM?", "Vegas 比默认的 vLLM 快 1.25×–2.81× [1]。")
     answer = scripted.ask("Vegas 比默认的 vLLM 快多少？")
     (draft,) = drafts(scripted_llm)[-1:]
@@ -125,3 +100,17 @@ def test_without_log_probabilities_the_rule_fitted_without_the_models_odds_decid
     answer = scripted.ask("What speedup over default vLLM does Vegas report?")
     assert answer.status == "answered" and "2.81" in answer.text
     assert len(scripted_llm.judged) == 1, "asked once, then not again"
+
+
+def test_where_the_rule_finds_no_answer_a_sentence_judged_to_answer_is_not_quoted_as_the_closest(scripted, scripted_llm):
+    judged: list[str] = []
+
+    def first_sentence_answers(content: str) -> bool:
+        judged.append(content.split('Sentence: "', 1)[1].split('"\n', 1)[0])
+        return len(judged) == 1
+
+    scripted_llm.first_tokens = judging_model(declines=True, sentence=first_sentence_answers)
+    answer = scripted.ask("What batch size does Vegas draft with?")
+    assert answer.refused and answer.text.startswith("The Vegas abstract [1] does not answer that question.")
+    assert len(judged) == 2 and judged[0] not in answer.text and judged[1] in answer.text
+    assert drafts(scripted_llm) == [], "the rule refused before any draft"

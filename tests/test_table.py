@@ -70,7 +70,7 @@ def weighing(shared_index_dir):
 
 
 def test_a_topic_chooses_its_papers_each_with_the_sentence_that_shows_it(weighing):
-    rows = weighing.tables.topic_rows("federated learning")
+    rows, _ = weighing.tables.topic_rows("federated learning")
     assert {row.paper.title for row in rows} == {"FedUSD", "RC-FCL"}
     for row in rows:
         span = row.reason.spans[0]

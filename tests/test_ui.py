@@ -669,7 +669,7 @@ def test_the_compare_tab_streams_the_table_then_offers_the_csv(shared_index_dir,
         updates = list(CompareController(assistant).fill([vegas.id, arm.id], "What speedup?\nWhich baseline?"))
     grids = [u[0] for u in updates]
     assert (grids[0].values == PENDING).sum() == 3, "the first cell arrives while the others wait"
-    final_grid, status, table, export, _ = updates[-1]
+    final_grid, status, table, export, _, _ = updates[-1]
     assert list(final_grid.columns) == ["Paper", "What speedup?", "Which baseline?"]
     assert table is not None and "2 papers × 2 questions" in status
     assert Path(export["value"]).read_text(encoding="utf-8").startswith("paper_id,title,label")
@@ -678,7 +678,7 @@ def test_the_compare_tab_streams_the_table_then_offers_the_csv(shared_index_dir,
 def test_the_compare_tab_says_to_pick_papers_first(shared_assistant):
     from assistant.ui.compare import CompareController
 
-    (_, status, table, _, _), = list(CompareController(shared_assistant).fill([], "What speedup?"))
+    (_, status, table, _, _, _), = list(CompareController(shared_assistant).fill([], "What speedup?"))
     assert "Pick papers" in status and table is None
 
 

@@ -92,6 +92,7 @@ def run_eval(
                     "text": answer.text, "refused": answer.refused, "failed": answer.retrieval_only,
                     "cited": [c["paper"]["id"] for c in data["citations"]],
                     "supported_share": answer.supported_share, "quotes": [c["quote"] for c in data["citations"]],
+                    "related": [c["paper"]["id"] for c in data["related"]],
                 })
         except AssistantError as exc:
             elapsed = time.perf_counter() - started

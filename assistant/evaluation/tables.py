@@ -4,7 +4,8 @@ eval/tables.jsonl (written by hand from the abstracts) holds, per topic, its com
 gold papers and column questions whose gold cell for each gold paper is a list of facts (any one
 of which the cell's answer must state) or null ("not stated in the abstract"). Two measurements:
   * rows: the papers `Assistant.tables.topic_rows` chooses for the topic, against its gold papers
-    (recall and precision; the model weighs the likely candidates, as for a topic question);
+    (recall and precision; the model weighs the likely candidates, as for a topic question), and the
+    recall of the rows and the "possibly related" papers together;
   * cells: `Assistant.table` over the gold papers (so that a missed row does not hide its cells):
     a stated gold cell is right when the cell is stated and its answer holds a gold fact; a null
     one when the cell says "not stated"; every stated cell's quote must be verbatim and contiguous.
@@ -61,10 +62,12 @@ def run_tables(assistant: Any, items: Sequence[dict[str, Any]], cells: bool = Tr
     abstracts = {p.id: p.abstract for p in assistant.papers}
     for done, item in enumerate(items, start=1):
         gold = [paper_key(g["source"], g["ordinal"]) for g in item["gold"]]
-        rows = assistant.tables.topic_rows(item["topic"])
+        rows, related = assistant.tables.topic_rows(item["topic"])
         chosen = [row.paper.id for row in rows]
+        also = [row.paper.id for row in related]
         result: dict[str, Any] = {"id": item["id"], "topic": item["topic"], "gold": gold, "chosen": chosen,
-                                  **score_rows(chosen, gold), "cells": []}
+                                  "related": also, **score_rows(chosen, gold),
+                                  "recall_with_related": score_rows(chosen + also, gold)["recall"], "cells": []}
         if cells and item["columns"]:
             started = time.perf_counter()
             table = assistant.table([c["question"] for c in item["columns"]], papers=gold)
@@ -100,6 +103,7 @@ def summarize_tables(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "topics": len(results),
         "row_recall": mean(r["recall"] for r in results),
         "row_precision": mean(r["precision"] for r in results),
+        "row_recall_with_related": mean(r.get("recall_with_related") for r in results),
         "cells": len(cells),
         "cell_accuracy": mean(float(c["correct"]) for c in cells),
         "stated_correct": mean(float(c["correct"]) for c in stated),

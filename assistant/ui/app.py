@@ -231,7 +231,8 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
                                 choices=compare.group_choices(), value=None, label="Start from a topic group",
                                 elem_id="table-group",
                             )
-                            table_topic = gr.Textbox(label="…or find papers on a topic", placeholder="e.g. KV cache, then Enter",
+                            table_topic = gr.Textbox(label="…or find papers on a topic",
+                                                     placeholder="e.g. KV cache (Enter lists them; or just fill the table)",
                                                      elem_id="table-topic")
                         table_papers = gr.Dropdown(
                             choices=compare.paper_choices(), value=[], multiselect=True, label="Papers (rows)",
@@ -315,7 +316,8 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
                            concurrency_limit=RETRIEVAL_CONCURRENCY, concurrency_id="retrieval", show_progress="hidden",
                            api_visibility="private")
         fill.click(
-            compare.fill, [table_papers, table_columns], [table_grid, table_status, table_state, export, cell_view],
+            compare.fill, [table_papers, table_columns, table_topic],
+            [table_grid, table_status, table_state, export, cell_view, table_papers],
             concurrency_limit=1, concurrency_id=LLM_CONCURRENCY, show_progress="hidden", api_visibility="private",
         )
         table_grid.select(compare.select, [table_state], [cell_view], show_progress="hidden", **hidden)

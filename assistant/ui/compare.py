@@ -101,27 +101,37 @@ class CompareController:
         """The papers on a typed topic (the same evidence as a "which papers are about …" question)."""
         notices: list[str] = []  # e.g. the model failed while weighing: the rule alone chose the papers
         try:
-            rows = self.assistant.tables.topic_rows(topic, notices=notices)
+            rows, related = self.assistant.tables.topic_rows(topic, notices=notices)
         except AssistantError as exc:
             return gr.update(), job_status(str(exc), "error")
         if not rows:
             return gr.update(), job_status(" ".join([f"No paper in the collection is about {topic}.", *notices]), "error")
+        also = f" Possibly related (not picked): {'; '.join(r.paper.title for r in related)}." if related else ""
         return (gr.update(value=[row.paper.id for row in rows]),
-                job_status(" ".join([f"{len(rows)} papers on “{topic}”.", *notices])))
+                job_status(" ".join([f"{len(rows)} papers on “{topic}”.{also}", *notices])))
 
-    def fill(self, paper_ids: list[str], columns_text: str) -> Iterator[tuple[Any, str, Table | None, Any, str]]:
-        """Stream the table: (grid, status, table, export button, evidence panel) after each cell."""
+    def fill(self, paper_ids: list[str], columns_text: str, topic: str = "") -> Iterator[tuple[Any, ...]]:
+        """Stream the table: (grid, status, table, export button, evidence panel, papers) after each cell.
+        With no papers picked, a typed topic chooses them (as Enter in the topic box does), and the
+        papers list shows them."""
         no_export = gr.update(value=None, interactive=False)
-        if not paper_ids:
-            yield gr.update(), job_status("Pick papers first: from a topic group, a topic, or the list.", "error"), None, no_export, ""
+        topic = (topic or "").strip()
+        if not paper_ids and not topic:
+            yield (gr.update(), job_status("Pick papers first: from a topic group, a topic, or the list.", "error"), None,
+                   no_export, "", gr.update())
             return
         rows: list[Row] = []
         cells: dict[tuple[int, int], Cell] = {}
+        picked = gr.update()
         try:
             # The columns as the table will ask them (a line that is only markup is dropped), so the
             # grid's headers line up with the cells.
             columns = check_columns(parse_columns(columns_text), self.assistant.settings.max_question_tokens)
-            events = self.assistant.table_events(columns, papers=list(paper_ids))
+            if paper_ids:
+                events = self.assistant.table_events(columns, papers=list(paper_ids))
+            else:
+                yield (gr.update(), job_status(f"Choosing the papers on “{topic}”…"), None, no_export, gr.update(), picked)
+                events = self.assistant.table_events(columns, topic=topic)
             for event in events:
                 if isinstance(event, Row):
                     rows.append(event)
@@ -129,15 +139,21 @@ class CompareController:
                 if isinstance(event, Cell):
                     cells[(event.row, event.column)] = event
                     total = len(rows) * len(columns)
+                    if not paper_ids:
+                        picked = gr.update(value=[row.paper.id for row in rows])
                     yield (grid(rows, columns, cells), job_status(f"Filling the table: {len(cells)} of {total} cells…"),
-                           None, no_export, gr.update())
+                           None, no_export, gr.update(), picked)
                     continue
                 table: Table = event
+                if not table.rows:
+                    yield (gr.update(), job_status(" ".join(table.notices) or f"No paper in the collection is about {topic}.",
+                                                   "error"), None, no_export, "", picked)
+                    return
                 yield (grid(rows, columns, cells), job_status(self._summary(table)), table,
                        gr.update(value=str(self._csv(table)), interactive=True),
-                       render_cell(None, -1, -1))
+                       render_cell(None, -1, -1), picked)
         except AssistantError as exc:
-            yield gr.update(), job_status(str(exc), "error"), None, no_export, ""
+            yield gr.update(), job_status(str(exc), "error"), None, no_export, "", gr.update()
 
     @staticmethod
     def _summary(table: Table) -> str:
@@ -147,6 +163,8 @@ class CompareController:
         text = (f"{len(table.rows)} papers × {len(table.columns)} questions in {table.timings.get('total', 0):.1f} s: "
                 f"{filled} of {cells} cells answered from the abstracts, {cells - filled - failed} not stated")
         text += f", {failed} failed." if failed else "."
+        if table.related:
+            text += f" Possibly related (not rows): {'; '.join(r.paper.title for r in table.related)}."
         return " ".join([text, *table.notices])
 
     @staticmethod
