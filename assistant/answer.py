@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import replies, slots, topic_choice
+from . import drafts, replies, slots, topic_choice
 from .chunk import count_tokens
 from .cite import Source, make_citation, verify
 from .config import Settings
@@ -40,8 +40,8 @@ from .rerank import LazyCrossEncoder
 from .retrieve import HybridRetriever
 from .text import has_cjk
 from .topic_list import TopicLister
-from .types import Answer, Citation, Evidence, Paper, Passage
-from .wording import DECLINES, STOPWORDS, generic, named_papers, question_names
+from .types import Answer, Evidence, Paper, Passage
+from .wording import DECLINES, named_papers
 
 _SENTINEL = re.compile(r"\s*\b" + re.escape(REFUSAL_SENTINEL).replace("_", "[_ ]") + r"\b[.!]?", re.IGNORECASE)
 # A question the kind reader finds this likely to be about something else is told so, unless it names a paper.
@@ -358,19 +358,19 @@ class AnswerEngine:
         why = ("The model found no answer in the abstracts." if declined
                else "No sentence of the draft could be matched to the abstracts." if verified is None or not verified.citations
                else "The draft restated the question, or gave no figure for a question asking how many or how much."
-               if _vacuous(verified.text, query, decision) else "")
+               if drafts.vacuous(verified.text, query, decision) else "")
         if why:
             answer.notices.append(why)
             return self._unanswered(answer, query, passages, decision, likely=True)
         by_number = {s.number: s for s in decision.sources}
         for citation in verified.citations:
-            statement = _claims_of(verified.text, citation.marker)
-            if not statement or _copied(statement, citation.paper.text):
+            statement = drafts.claims_of(verified.text, citation.marker)
+            if not statement or drafts.copied(statement, citation.paper.text):
                 continue
             check = self.judge.claim(statement, self.prompter.about(citation.paper))
             if check.holds:
                 continue
-            answer.notices.append(f"The draft said what the {citation.paper.title} abstract "
+            answer.notices.append(f"The draft said what the {citation.paper.called} abstract "
                                   f"{'contradicts' if check.verdict == 'false' else 'does not say'}: \u201c{statement}\u201d")
             source = by_number[citation.marker]
             best = decision.best_sentences(source, 1)
@@ -386,9 +386,9 @@ class AnswerEngine:
         answer.supported_share = verified.supported_share
         answer.status = "answered"
         if query.kind.kind == "which_paper":
-            answer.text = _name_the_paper(answer.text, answer.citations)
+            answer.text = drafts.name_the_paper(answer.text, answer.citations)
         if decision.kind == "comparison":
-            _cite_both_sides(answer, decision)
+            drafts.cite_both_sides(answer, decision)
         return answer
 
     @staticmethod
@@ -399,70 +399,3 @@ class AnswerEngine:
             question=answer.question, search_query=answer.search_query, passages=tuple(answer.passages),
             sentences=tuple(best.get(p.paper.id, "") for p in answer.passages), seconds=time.perf_counter() - started,
         )
-
-
-_MARKER = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
-
-
-_NEGATIONS = frozenset({"not", "no", "never", "without", "neither", "nor", "cannot", "fails", "fail"})
-
-
-def _copied(statement: str, abstract: str) -> bool:
-    """A short answer whose every word is the abstract's ("124M to 2B", "HoVer and EX-FEVER"): a fragment
-    copied from it holds, and the model cannot judge a fragment as a statement. A negation must be too."""
-    words = re.findall(r"[\w.%×-]+", statement.lower())
-    if not words or len(words) > 8:
-        return False
-    text = abstract.lower()
-    content = [w for w in words if w in _NEGATIONS or w not in STOPWORDS]
-    return all(w.strip(".") in text for w in content)
-
-
-def _vacuous(text: str, query: Query, decision: Decision) -> bool:
-    """A draft that says nothing the question did not (a yes or no aside), that answers "how many" or "how
-    much" without a figure, or "which dataset / model" without a name the question does not give: the
-    abstract's claims may hold, but it answers nothing ("evaluated on several real-world datasets")."""
-    asked = f"{query.text} {query.english}"
-    if query.kind.kind != "yes_no" and slots.adds_nothing(text, asked):
-        return True
-    slot = decision.intent.slot
-    if slot in ("number", "count"):
-        return not slots.has_slot(slot, text)
-    if slot in ("dataset", "name"):
-        given = {n.lower() for n in question_names(asked)}
-        return not [n for n in question_names(_MARKER.sub(" ", text)) if n.lower() not in given and not generic(n)]
-    return False
-
-
-def _claims_of(text: str, marker: int) -> str:
-    """The sentences of a verified answer that cite source `marker`, without their markers."""
-    sentences = re.split(r"(?<=[.!?。！？])\s+", text)
-    own = [s for s in sentences if any(str(marker) in re.split(r"\s*[,;]\s*", m) for m in _MARKER.findall(s))]
-    return " ".join(_MARKER.sub("", s).strip() for s in own).strip()
-
-
-def _cite_both_sides(answer: Answer, decision: Decision) -> None:
-    """A comparison cites both papers: add the best sentence of a side the draft left out."""
-    cited = {c.marker for c in answer.citations}
-    for source in decision.sources[:2]:
-        if source.number in cited or not decision.evidence[source.number]:
-            continue
-        top = decision.best_sentences(source, 1)[0]
-        answer.text += f" {source.paper.title}: {top.clean} [{source.number}]"
-        answer.citations.append(make_citation(source.number, source.paper, source.raw_sentences, [top.index], top.score))
-    answer.citations.sort(key=lambda c: c.marker)
-
-
-def _name_the_paper(text: str, citations: list[Citation]) -> str:
-    """A which-paper answer names the paper: the model often writes "Source reports ..." or starts
-    with the verb ("replaces normalizing flows ... [1]"), as the sources are numbered for it."""
-    if not citations or any(c.paper.title.lower() in text.lower() for c in citations):
-        return text
-    first = min(citations, key=lambda c: text.find(f"[{c.marker}]") % (len(text) + 1))
-    title = first.paper.title
-    placeholder = re.match(r"(?:the )?source\b(?: \[\d+\])?", text, re.IGNORECASE)
-    if placeholder:
-        return title + text[placeholder.end():]
-    if text[:1].islower():
-        return f"{title} {text}"
-    return f"{title} [{first.marker}]: {text}"

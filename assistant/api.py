@@ -25,8 +25,9 @@ from .judge import Fitted
 from .kinds import KindReader
 from .config import BUNDLED_CORPUS, Settings
 from .embed import embedding_identity, make_embedder
-from .errors import QuestionError, StoreDamagedError
+from .errors import LLMError, QuestionError, StoreDamagedError
 from .index import IndexReport, build_index, corpus_fingerprint
+from .labels import LabelBook, Labeler
 from .load import load_papers
 from .retrieve import HybridRetriever, load_bm25
 from .store import IndexInfo, Store, move_aside, recorded_corpus
@@ -80,6 +81,8 @@ class Assistant:
                                    KindReader(_minilm_encoder(embedder)), Fitted.load())
         self.tables = TableBuilder(settings, self.engine.sentences, self.engine._encode, lambda: self.engine.llm,
                                    self.engine.prompts, self.engine.topics)
+        self.labels = Labeler(LabelBook(settings.index_dir), self.engine.prompts.label.format(),
+                              self.engine.prompter.about, lambda: self.engine.llm)
         self.warm_error: str | None = None  # why a background warm-up failed, if it did
         self._groups: list[TopicGroup] | None = None
         self._warming: threading.Thread | None = None
@@ -126,7 +129,8 @@ class Assistant:
             for line in (*report.warnings, *report.notes):
                 say(line)
             say(f"Indexed {report.papers} papers ({report.embedded_chunks} chunks embedded) in {report.seconds:.1f} s.")
-        assistant = cls(settings, store, embedder(), papers)
+        # Labels are display only (see `labels`): applied after the index is checked against the papers.
+        assistant = cls(settings, store, embedder(), LabelBook(settings.index_dir).apply(papers))
         if notify:
             assistant.notify = notify
         assistant.timings["startup"] = time.perf_counter() - started
@@ -256,8 +260,24 @@ class Assistant:
         backend nothing is kept (those servers reuse shared prompt prefixes by themselves)."""
         for paper in self.papers_of(papers, source):
             self.engine.keep_paper(paper)
+            self.label(paper)
             self.tables.keep(paper)
-            yield paper
+            yield self.by_id[paper.id]
+
+    def label(self, paper: Paper) -> Paper:
+        """Have the model name `paper` (once; right after reading it costs a second) and show the name
+        where it holds against the abstract (`labels`). A model failure leaves the derived title."""
+        try:
+            verdict = self.labels.write(paper)
+        except LLMError as exc:
+            self.notify(f"No label for {paper.title}: {exc}")
+            return paper
+        if verdict is not None and verdict.label:
+            labelled = dataclasses.replace(paper, display=verdict.label)
+            self.by_id[paper.id] = labelled  # the retriever reads papers from here: later answers show it
+            self.papers[:] = [labelled if p.id == paper.id else p for p in self.papers]
+            return labelled
+        return paper
 
     def read_ahead(self, idle_seconds: float | None = None, papers: list[str] | None = None) -> threading.Thread | None:
         """In the background, have the model read papers ahead while nobody is asking: whenever no
@@ -295,6 +315,7 @@ class Assistant:
                 return
             try:
                 self.engine.keep_paper(paper)
+                self.label(paper)
                 if not self._wait_until_idle(idle):
                     return
                 self.tables.keep(paper)

@@ -237,7 +237,7 @@ def _named_papers(
             claim.scores[number] = float(similarities[best])
     if not claim.cited:
         return None
-    titles = [f"{sources[n].paper.title} [{n}]" for n in claim.cited]
+    titles = [f"{sources[n].paper.shown} [{n}]" for n in claim.cited]
     claim.text = ("Papers on this: " if len(titles) > 1 else "See ") + ", ".join(titles)
     claim.cited, claim.supported = [], True
     claim.markers = list(claim.quotes)

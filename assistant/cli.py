@@ -96,15 +96,15 @@ def cmd_papers(args: argparse.Namespace) -> int:
         for group in groups:
             print(f"\n{group.label} ({len(group.papers)} papers)")
             for paper in group.papers:
-                print(f"  {paper.id:28} {paper.title[:60]}")
+                print(f"  {paper.id:28} {paper.shown[:60]}")
         print(f"\n{len(groups)} topics; a table from one: assistant table --papers ID,ID,… -c QUESTION", file=sys.stderr)
         return 0
     if args.json:
         print(json.dumps([p.to_json() for p in assistant.papers], indent=1, ensure_ascii=False))
         return 0
-    width = min(50, max(len(p.title) for p in assistant.papers))
+    width = min(50, max(len(p.shown) for p in assistant.papers))
     for paper in assistant.papers:
-        print(f"{paper.id:28} {paper.title[:width]:{width}}  {paper.label}")
+        print(f"{paper.id:28} {paper.shown[:width]:{width}}  {paper.label}")
     print(f"{len(assistant.papers)} papers", file=sys.stderr)
     return 0
 
@@ -121,7 +121,7 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=1, ensure_ascii=False))
         return 0
     for rank, hit in enumerate(hits, 1):
-        print(f"{rank}. {hit.paper.title}  ({hit.paper.label})  score {hit.score:.3f}")
+        print(f"{rank}. {hit.paper.shown}  ({hit.paper.label})  score {hit.score:.3f}")
         print(f"   {hit.text[:240]}{'…' if len(hit.text) > 240 else ''}")
     return 0
 
@@ -134,17 +134,17 @@ def _print_answer(answer: Any, out: Any = sys.stdout) -> None:
         print("\nSources:", file=out)
         for citation in answer.citations:
             paper = citation.paper
-            print(f"  [{citation.marker}] {paper.title} ({paper.label})", file=out)
+            print(f"  [{citation.marker}] {paper.shown} ({paper.label})", file=out)
             passages = [span.text for span in citation.spans] or [citation.quote]
             print("      " + " … ".join(f'"{clean_markup(text)}"' for text in passages), file=out)
     elif answer.status in ("not_in_abstracts", "llm_failed", "retrieval_only"):
         print("\nClosest papers:", file=out)
         for passage in answer.passages[:5]:
-            print(f"  - {passage.paper.title} ({passage.paper.label})", file=out)
+            print(f"  - {passage.paper.shown} ({passage.paper.label})", file=out)
     if answer.related:
         print("\nPossibly related:", file=out)
         for citation in answer.related:
-            print(f"  - {citation.paper.title} ({citation.paper.label}): \"{clean_markup(citation.quote)}\"", file=out)
+            print(f"  - {citation.paper.shown} ({citation.paper.label}): \"{clean_markup(citation.quote)}\"", file=out)
     if answer.flagged:
         print("\nNot supported by the abstracts (left uncited or removed):", file=out)
         for sentence in answer.flagged:
@@ -160,7 +160,7 @@ def _run_question(assistant: Any, question: str, history: list[dict[str, str]], 
     shown: set[str] = set()  # a Chinese question naming a paper has it shown before the others
     for event in assistant.events(question, history=history, k=args.k, source=args.source):
         if isinstance(event, Evidence):
-            new = [p.paper.title for p in event.passages if p.paper.id not in shown]
+            new = [p.paper.shown for p in event.passages if p.paper.id not in shown]
             if not as_json and new:
                 print(f"{'Also reading' if shown else 'Reading'}: {', '.join(new)}", file=sys.stderr, flush=True)
             shown.update(p.paper.id for p in event.passages)
@@ -274,7 +274,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     for notice in table.notices:
         print(f"note: {notice}", file=sys.stderr)
     if table.related:
-        print("Possibly related (not rows): " + "; ".join(f"{r.paper.title} ({r.paper.label})" for r in table.related),
+        print("Possibly related (not rows): " + "; ".join(f"{r.paper.shown} ({r.paper.label})" for r in table.related),
               file=sys.stderr)
     if not table.rows:
         print("No table: try a broader topic, or pick papers from `assistant papers --topics`.", file=sys.stderr)
@@ -301,19 +301,23 @@ def add_paper_choice(group: Any, default: str = "") -> None:
 
 
 def cmd_warm(args: argparse.Namespace) -> int:
-    """`assistant warm`: have the model read each paper once and keep that reading on disk."""
+    """`assistant warm`: have the model read each paper once and keep that reading on disk; it names
+    each paper as it reads it (`labels`)."""
     from tqdm import tqdm
 
     settings = settings_from_args(args)
     assistant = _open(settings)
     started = time.perf_counter()
-    count = 0
+    count = labelled = 0
     try:
         chosen = [p.id for p in assistant.papers_of(_split(args.papers) or None, args.source)]
         with tqdm(total=len(chosen), unit="paper", desc="Reading the papers", file=sys.stderr) as bar:
-            for _ in assistant.keep_papers(papers=chosen or None, source=args.source):
+            for paper in assistant.keep_papers(papers=chosen or None, source=args.source):
                 count += 1
+                labelled += bool(paper.display)
                 bar.update(1)
+        print(f"{labelled} of {count} papers have a name the model wrote and the abstract bears out "
+              "(`assistant papers` lists them); the others keep their derived titles.", file=sys.stderr)
         server = getattr(assistant.llm_loaded, "server", None)
     finally:
         assistant.close()
@@ -521,7 +525,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="The embedded model reads each paper's abstract (as it opens a question about the paper and a "
         "table row of it) and keeps its state on disk (~25 MB a paper, within ASSISTANT_LLM_KEPT_STATES_MB). Later "
         "questions and tables about these papers, in any later session, read only their own words. Papers are also "
-        "kept the first time they are asked about; this does it ahead, about 5 s a paper on a laptop CPU.",
+        "kept the first time they are asked about; this does it ahead, about 5 s a paper on a laptop CPU. As it reads a paper the model also names it (\"SDG: Stein "
+        "Diffusion Guidance\"); a name the abstract bears out is shown in place of the derived title.",
     )
     add_paper_choice(p.add_mutually_exclusive_group(), default=" (default: every paper)")
     p.set_defaults(run=cmd_warm)

@@ -135,7 +135,7 @@ def _rules(settings: Settings, question: str, weighed: str, intent: Intent, deci
                                 strict=subject is not None)
     if unknown:
         if subject is not None:
-            return "near_miss", f"The {subject.paper.title} abstract does not mention {', '.join(unknown)}."
+            return "near_miss", f"The {subject.paper.called} abstract does not mention {', '.join(unknown)}."
         return "refuse", f"None of the closest abstracts mentions {', '.join(unknown)}."
     if subject is None and intent.kind == "which_paper":
         # The closest abstract is near the question's wording but says none of its phrases.
@@ -146,10 +146,10 @@ def _rules(settings: Settings, question: str, weighed: str, intent: Intent, deci
     translated = has_cjk(question)  # the slot of a question in another language is not read from its words
     if about is not None and not translated and intent.kind == "fact" and intent.slot not in ("mechanism", "yes_no", "other", "paper"):
         if not focus_sentences(intent, bank.get(about.paper), question):
-            return "near_miss", f"The {about.paper.title} abstract does not {asked_for(intent)}."
+            return "near_miss", f"The {about.paper.called} abstract does not {asked_for(intent)}."
     elif subject is not None and not translated and intent.kind == "fact" and intent.focus and intent.slot == "other":
         if missing_focus(intent, bank.get(subject.paper)):
-            return "near_miss", f"The {subject.paper.title} abstract does not {asked_for(intent)}."
+            return "near_miss", f"The {subject.paper.called} abstract does not {asked_for(intent)}."
     elif subject is None and decision.confidence < settings.answer_threshold:
         return "refuse", "No sentence of the closest abstracts is close enough to the question to answer from."
     return "answer", ""

@@ -38,6 +38,7 @@ EXPECTED = {
     "out_of_scope.txt": {"count"},
     "out_of_scope_zh.txt": {"count"},
     "topic_phrase.txt": {"question"},
+    "label.txt": set(),
 }
 
 
@@ -63,6 +64,7 @@ class Prompts:
     out_of_scope: PromptTemplate
     out_of_scope_zh: PromptTemplate
     topic_phrase: PromptTemplate
+    label: PromptTemplate
 
 
 def load_prompts(folder: Path = PROMPTS_DIR) -> Prompts:

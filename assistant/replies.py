@@ -33,10 +33,10 @@ def refusal(prompts: Prompts, passages: Sequence[Passage], language: str) -> Rep
     """The abstracts do not answer: say so and name the closest papers."""
     shown = passages[:3]
     if _chinese(language):
-        closest = "；".join(f"{p.paper.title}（{p.paper.label}）" for p in shown)
+        closest = "；".join(f"{p.paper.shown}（{p.paper.label}）" for p in shown)
         text = prompts.refusal_zh.format(closest=f"最接近的论文是：{closest}。" if closest else "")
     else:
-        closest = "; ".join(f"{p.paper.title} ({p.paper.label})" for p in shown)
+        closest = "; ".join(f"{p.paper.shown} ({p.paper.label})" for p in shown)
         text = prompts.refusal.format(closest=f" The closest papers are: {closest}." if closest else "")
     return Reply(text, "not_in_abstracts")
 
@@ -50,7 +50,7 @@ def out_of_scope(prompts: Prompts, papers: int, language: str) -> Reply:
 def near_miss(prompts: Prompts, source: Source, index: int | None, language: str) -> Reply:
     """The paper is found but its abstract does not answer: say so, quoting the sentence that comes
     closest (one judged not to answer; none when every candidate was judged to answer)."""
-    title = source.paper.title
+    title = source.paper.called
     if index is None:
         text = (f"{title} 的摘要没有给出这个问题的答案。" if _chinese(language)
                 else f"The {title} abstract does not answer that question.")
@@ -63,7 +63,7 @@ def near_miss(prompts: Prompts, source: Source, index: int | None, language: str
 def correction(prompts: Prompts, source: Source, index: int, language: str) -> Reply:
     """The draft claims what the abstract contradicts: say so and quote what it does say."""
     template = prompts.correction_zh if _chinese(language) else prompts.correction
-    text = template.format(title=source.paper.title, marker=source.number, quote=source.clean_sentences[index])
+    text = template.format(title=source.paper.called, marker=source.number, quote=source.clean_sentences[index])
     return Reply(text, "answered", [make_citation(source.number, source.paper, source.raw_sentences, [index])],
                  notice="The model's draft said what the abstract contradicts; the reply quotes the abstract instead.")
 
@@ -72,7 +72,7 @@ def extractive(source: Source, indices: list[int], language: str, which_paper: b
     """The abstract's own sentences as the answer (the model declined, or its wording did not hold)."""
     indices = sorted(indices)
     body = " ".join(source.clean_sentences[i] for i in indices)
-    title, n = source.paper.title, source.number
+    title, n = source.paper.called, source.number
     if _chinese(language):
         lead = (f"可能是 {title} [{n}]。" if which_paper else f"{title} [{n}] 的摘要原文：")
     else:

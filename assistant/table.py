@@ -73,7 +73,7 @@ def resolve_papers(wanted: Sequence[str], papers: Sequence[Paper]) -> list[Paper
     """Papers named by id, by title (case-insensitive) or by label ("file.txt #6"), in the order given."""
     by_key: dict[str, Paper] = {}
     for paper in papers:
-        for key in (paper.id, paper.title, paper.label):
+        for key in (paper.id, paper.title, paper.shown, paper.called, paper.label):
             by_key.setdefault(key.lower(), paper)
     found, unknown = [], []
     for name in wanted:
@@ -308,7 +308,7 @@ def to_csv(table: Table) -> str:
         header += [column, f"{column} (quote)"]
     writer.writerow(header)
     for row, line in zip(table.rows, table.cells):
-        values = [row.paper.id, row.paper.title, row.paper.label]
+        values = [row.paper.id, row.paper.shown, row.paper.label]
         for cell in line:
             values += [_cell_text(cell), clean_markup(cell.citation.quote) if cell.citation else ""]
         writer.writerow(values)
@@ -329,11 +329,11 @@ def to_markdown(table: Table) -> str:
         for cell in line:
             text = _md(_cell_text(cell))
             if cell.citation:
-                quotes.append(f"[{len(quotes) + 1}] {row.paper.title} ({row.paper.label}): "
+                quotes.append(f"[{len(quotes) + 1}] {row.paper.shown} ({row.paper.label}): "
                               f"\u201c{clean_markup(cell.citation.quote)}\u201d")
                 text += f" [{len(quotes)}]"
             values.append(text)
-        lines.append(f"| {_md(row.paper.title)} | " + " | ".join(values) + " |")
+        lines.append(f"| {_md(row.paper.shown)} | " + " | ".join(values) + " |")
     if quotes:
         lines += ["", "Quotes:", *quotes]
     return "\n".join(lines) + "\n"

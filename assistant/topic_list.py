@@ -136,16 +136,16 @@ class TopicLister:
             return None
         lines, citations = [], []
         for number, member in enumerate(choice.members, start=1):
-            lines.append(f"- {member.passage.paper.title} [{number}]: {member.sentence.clean}")
+            lines.append(f"- {member.passage.paper.shown} [{number}]: {member.sentence.clean}")
             citations.append(self.citation(number, member))
         related = [self.citation(0, m) for m in choice.related]
         n = len(choice.members)
         if query.language == "zh":
             lead = f"本论文集中有 {n} 篇论文关于“{topic}”："
-            tail = f"\n可能相关：{'；'.join(c.paper.title for c in related)}。" if related else ""
+            tail = f"\n可能相关：{'；'.join(c.paper.shown for c in related)}。" if related else ""
         else:
             lead = f"{'One paper' if n == 1 else f'{n} papers'} in the collection {'is' if n == 1 else 'are'} about {topic}:"
-            tail = f"\nPossibly related: {'; '.join(c.paper.title for c in related)}." if related else ""
+            tail = f"\nPossibly related: {'; '.join(c.paper.shown for c in related)}." if related else ""
         answer.text = lead + "\n" + "\n".join(lines) + tail
         answer.citations, answer.related = citations, related
         answer.confidence = round(max(m.score for m in choice.members), 4)

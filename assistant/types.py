@@ -15,6 +15,9 @@ class Paper:
 
     `id` is derived from `source` and `ordinal`, so it is stable across rebuilds.
     `abstract` is verbatim; `text` is the same abstract with markup made readable.
+    `title` is derived from the abstract by rule (`load.derive_title`) and is what prompts, name
+    matching and the index use; `display` is the name the model wrote for it once checked
+    (`labels`), shown to a reader in its place (`shown`, `called`).
     """
 
     id: str
@@ -26,6 +29,17 @@ class Paper:
     authors: str = ""
     url: str = ""
     venue: str = ""
+    display: str = ""
+
+    @property
+    def shown(self) -> str:
+        """The paper's name as a reader sees it: "SDG: Stein Diffusion Guidance", else the derived title."""
+        return self.display or self.title
+
+    @property
+    def called(self) -> str:
+        """The paper's name inside a sentence ("The SDG abstract says ..."): the short name of `shown`."""
+        return self.display.split(": ", 1)[0] if self.display else self.title
 
     @property
     def label(self) -> str:
@@ -34,7 +48,7 @@ class Paper:
 
     def to_json(self) -> dict[str, Any]:
         """The paper without its abstract (`id` is the key every interface uses)."""
-        return {"id": self.id, "title": self.title, "label": self.label, "source": self.source,
+        return {"id": self.id, "title": self.shown, "label": self.label, "source": self.source,
                 "ordinal": self.ordinal, "authors": self.authors, "url": self.url}
 
 

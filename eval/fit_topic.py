@@ -3,9 +3,9 @@
 The topics: every topic question of eval/questions.jsonl (and multi-paper question read as one), with
 the topic as the assistant names it (`TopicLister.phrase`, the model's noun phrase), and every topic of
 eval/tables.jsonl as given. For each, the candidates the assistant weighs (`TopicLister.choose`: up to
-`topic_candidates` papers near the topic), their `topic_choice.TOPIC_FEATURES` and, for those the
-cross-encoder reads, the model's odds that the paper is about the topic (kept in --odds-file between
-runs). Two logistic regressions (gold paper or not): the first rule over the features, the second over
+`topic_candidates` papers near the topic), their `topic_choice.TOPIC_FEATURES` and, for those a rule
+over the features finds likely enough to ask about (as at run time), the model's odds that the paper is
+about the topic (kept in --odds-file between runs). Two logistic regressions (gold paper or not): the first rule over the features, the second over
 them and the model's odds for the candidates the first finds at least `TOPIC_JUDGE_FLOOR` likely. The
 listing threshold is the one whose leave-one-topic-out recall and precision are highest together (the
 lower of the two), the "possibly related" floor the highest at which the listed and related papers
@@ -63,23 +63,34 @@ def topics(a: Assistant, path: Path, tables: bool = False) -> list[dict[str, Any
     return out
 
 
-def features(a: Assistant, items: list[dict[str, Any]], odds: dict[str, float]) -> list[dict[str, Any]]:
+def features(a: Assistant, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each topic's candidates (as `TopicLister.choose` retrieves them) and their features."""
     engine = a.engine
     for item in items:
         vector = engine._encode([item["topic"]])[0]
         candidates = a.retriever.retrieve(item["topic"], k=a.settings.topic_candidates, embedding=vector.tolist())
         rows = topic_choice.topic_features(item["topic"], vector, candidates, engine.sentences, engine.rerank)
-        asked = []
-        for passage, _, f in rows:
-            key = f"{item['topic']}\t{passage.paper.id}"
-            if f[0] >= topic_choice.TOPIC_RELEVANCE_FLOOR and key not in odds:
-                odds[key] = engine.topic_odds(item["topic"], passage)
-            asked.append(odds.get(key, np.nan))
-        item.update(x=np.array([f for _, _, f in rows]), odds=np.array(asked, dtype=float),
-                    y=np.array([p.paper.id in item["gold"] for p, _, _ in rows]))
-        print(f"\r{len([i for i in items if 'x' in i])}/{len(items)} topics weighed", end="", flush=True)
-    print()
+        item.update(x=np.array([f for _, _, f in rows]), ids=[p.paper.id for p, _, _ in rows],
+                    passages=[p for p, _, _ in rows], y=np.array([p.paper.id in item["gold"] for p, _, _ in rows]))
     return items
+
+
+def ask_odds(a: Assistant, items: list[dict[str, Any]], first: LogisticRegression, odds: dict[str, float],
+             path: Path) -> None:
+    """The model's odds for the candidates the first rule finds at least half `TOPIC_JUDGE_FLOOR` likely
+    (as at run time, with room for the rule of a left-out fold), kept in `path` after each topic."""
+    for n, item in enumerate(items, start=1):
+        p = first.predict_proba(item["x"])[:, 1]
+        asked = []
+        for passage, prob in zip(item["passages"], p):
+            key = f"{item['topic']}\t{passage.paper.id}"
+            if prob >= topic_choice.TOPIC_JUDGE_FLOOR / 2 and key not in odds:
+                odds[key] = a.engine.topics.odds(item["topic"], passage)
+            asked.append(odds.get(key, np.nan))
+        item["odds"] = np.array([np.nan if o is None else o for o in asked], dtype=float)
+        path.write_text(json.dumps(odds, indent=0), encoding="utf-8")
+        print(f"\r{n}/{len(items)} topics weighed", end="", flush=True)
+    print()
 
 
 def fit(items: list[dict[str, Any]], x: str = "x", y: str = "y") -> LogisticRegression:
@@ -135,15 +146,14 @@ def main() -> int:
                         help="the model's odds, kept between runs")
     args = parser.parse_args()
     odds = json.loads(args.odds_file.read_text(encoding="utf-8")) if args.odds_file.exists() else {}
+    args.odds_file.parent.mkdir(parents=True, exist_ok=True)
     with Assistant.from_settings() as a:
-        try:
-            own = topics(a, HERE / "questions.jsonl") + topics(a, HERE / "tables.jsonl", tables=True)
-            outside = topics(a, OUTSIDE) if OUTSIDE.is_file() else []
-            features(a, own, odds)
-            features(a, outside, odds)
-        finally:
-            args.odds_file.parent.mkdir(parents=True, exist_ok=True)
-            args.odds_file.write_text(json.dumps(odds, indent=0), encoding="utf-8")
+        own = topics(a, HERE / "questions.jsonl") + topics(a, HERE / "tables.jsonl", tables=True)
+        outside = topics(a, OUTSIDE) if OUTSIDE.is_file() else []
+        features(a, own)
+        features(a, outside)
+        print(f"{len(own)} topics to fit on, {len(outside)} outside; asking the model about the likely candidates")
+        ask_odds(a, own + outside, fit(own), odds, args.odds_file)
     # Leave one topic out: each topic's probabilities from both rules fitted on the others.
     left = []
     for i, item in enumerate(own):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import time
 
@@ -306,12 +307,13 @@ def test_names_the_abstract_spells_out_are_not_unknown():
     assert unknown_specifics("How does it compare with SGLang on 16 benchmarks?", text) == ["SGLang", "16"]
 
 
-def test_warm_with_another_backend_says_nothing_is_kept_and_asks_it_nothing(shared_index_dir, scripted_llm):
-    done = run_cli("warm", "--papers", "Vegas,ARM", index_dir=shared_index_dir,
+def test_warm_with_another_backend_says_nothing_is_kept_and_asks_it_only_for_labels(shared_index_dir, tmp_path, scripted_llm):
+    index = shutil.copytree(shared_index_dir, tmp_path / "index")  # labels are written beside the index
+    done = run_cli("warm", "--papers", "Vegas,ARM", index_dir=index,
                    ASSISTANT_LLM_BASE_URL=scripted_llm.url, ASSISTANT_LLM_MODEL="scripted")
     assert done.returncode == 0, done.stderr
     assert "Nothing is kept with this LLM backend" in done.stderr
-    assert scripted_llm.requests == []
+    assert len(scripted_llm.requests) == 2 and all("response_format" in r for r in scripted_llm.requests)
 
 
 def test_warm_names_an_unknown_paper(shared_index_dir):

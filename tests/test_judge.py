@@ -7,8 +7,6 @@ application makes of it; the embedded model's own judgements are checked end to 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from assistant import Assistant

@@ -9,7 +9,6 @@ that needs the real local language model (`/ask` over HTTP) is marked `llm`.
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -244,7 +243,7 @@ def test_sources_card_highlights_the_quote_in_the_cleaned_abstract(shared_assist
     cleaned = clean_markup(answer.citations[0].quote)
     assert "$" in answer.citations[0].quote and "$" not in cleaned
     assert cleaned in vegas.text
-    assert f'<article class="src-card" id="src-3-1">' in panel
+    assert '<article class="src-card" id="src-3-1">' in panel
     assert '<span class="cite-badge">1</span>' in panel
     assert '<span class="src-title">Vegas</span>' in panel
     assert f"{vegas.source}</span> <span class=\"src-ordinal\">#{vegas.ordinal}</span>" in panel

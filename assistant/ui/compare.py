@@ -37,7 +37,7 @@ def grid(rows: list[Row], columns: list[str], cells: dict[tuple[int, int], Cell]
 
     data = []
     for r, row in enumerate(rows):
-        line = [row.paper.title]
+        line = [row.paper.shown]
         for c in range(len(columns)):
             cell = cells.get((r, c))
             if cell is None:
@@ -59,13 +59,13 @@ def render_cell(table: Table | None, row: int, column: int) -> str:
     paper = table.rows[row].paper
     if column < 0 or column >= len(table.columns):  # the paper's own column: why it is a row
         reason = table.rows[row].reason
-        head = f'<h3 class="src-heading">{esc(paper.title)}</h3><p class="src-note">{esc(paper.label)}</p>'
+        head = f'<h3 class="src-heading">{esc(paper.shown)}</h3><p class="src-note">{esc(paper.label)}</p>'
         if reason is None:
             return head + f"<p>{esc(paper.text)}</p>"
         _, abstract_html = span_html(reason)
         return head + f'<p class="src-note">On the topic because of the marked sentence.</p><p class="cell-abstract">{abstract_html}</p>'
     cell = table.cells[row][column]
-    head = (f'<h3 class="src-heading">{esc(paper.title)}</h3><p class="src-note">{esc(paper.label)}</p>'
+    head = (f'<h3 class="src-heading">{esc(paper.shown)}</h3><p class="src-note">{esc(paper.label)}</p>'
             f'<p class="cell-question"><strong>{esc(cell.question)}</strong></p>')
     if cell.status == "stated" and cell.citation is not None:
         quote_html, abstract_html = span_html(cell.citation)
@@ -87,7 +87,7 @@ class CompareController:
         return [(f"{g.label} ({len(g.papers)} papers)", g.label) for g in self.assistant.topic_groups()]
 
     def paper_choices(self) -> list[tuple[str, str]]:
-        return [(f"{p.title} · {p.label}", p.id) for p in self.assistant.papers]
+        return [(f"{p.shown} · {p.label}", p.id) for p in self.assistant.papers]
 
     def from_group(self, label: str) -> tuple[Any, str]:
         """The papers of a topic group, as the table's rows."""
@@ -106,7 +106,7 @@ class CompareController:
             return gr.update(), job_status(str(exc), "error")
         if not rows:
             return gr.update(), job_status(" ".join([f"No paper in the collection is about {topic}.", *notices]), "error")
-        also = f" Possibly related (not picked): {'; '.join(r.paper.title for r in related)}." if related else ""
+        also = f" Possibly related (not picked): {'; '.join(r.paper.shown for r in related)}." if related else ""
         return (gr.update(value=[row.paper.id for row in rows]),
                 job_status(" ".join([f"{len(rows)} papers on “{topic}”.{also}", *notices])))
 
@@ -164,7 +164,7 @@ class CompareController:
                 f"{filled} of {cells} cells answered from the abstracts, {cells - filled - failed} not stated")
         text += f", {failed} failed." if failed else "."
         if table.related:
-            text += f" Possibly related (not rows): {'; '.join(r.paper.title for r in table.related)}."
+            text += f" Possibly related (not rows): {'; '.join(r.paper.shown for r in table.related)}."
         return " ".join([text, *table.notices])
 
     @staticmethod

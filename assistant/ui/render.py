@@ -132,7 +132,7 @@ def citation_card(citation: Citation, turn: int) -> str:
     return (
         f'<article class="src-card" id="{card_id(turn, citation.marker)}">'
         f'<div class="src-head"><span class="cite-badge">{citation.marker}</span>'
-        f'<span class="src-title">{esc(paper.title)}</span></div>'
+        f'<span class="src-title">{esc(paper.shown)}</span></div>'
         f"{_meta(paper)}"
         f'<blockquote class="src-quote">{quote_html}</blockquote>'
         f'<details class="src-abstract"><summary>Full abstract</summary><p>{abstract_html}</p></details>'
@@ -157,7 +157,7 @@ def passage_card(passage: Passage, rank: int, turn: int, show_score: bool = True
     return (
         f'<article class="src-card src-ranked" id="{card_id(turn, rank)}">'
         f'<div class="src-head"><span class="cite-badge rank-badge">{rank}</span>'
-        f'<span class="src-title">{esc(paper.title)}</span></div>'
+        f'<span class="src-title">{esc(paper.shown)}</span></div>'
         f"{_meta(paper, score)}"
         f'<blockquote class="src-quote src-passage">{snippet}</blockquote>'
         f'<details class="src-abstract"><summary>Full abstract</summary><p>{highlight(paper.text, spans)}</p></details>'
@@ -251,7 +251,7 @@ def render_ranked(passages: list[Passage], turn: int) -> str:
     if not passages:
         return "No papers matched."
     rows = "".join(
-        f'<li><a class="cite" href="#{card_id(turn, i)}">{i}</a> {esc(p.paper.title)} '
+        f'<li><a class="cite" href="#{card_id(turn, i)}">{i}</a> {esc(p.paper.shown)} '
         f'<span class="msg-dim">{esc(p.paper.label)}</span></li>'
         for i, p in enumerate(passages, start=1)
     )
@@ -276,7 +276,7 @@ def filter_papers(papers: list[Paper], query: str) -> list[Paper]:
         return list(papers)
     keep = []
     for paper in papers:
-        hay = f"{paper.title} {paper.text} {paper.authors} {paper.label}".lower()
+        hay = f"{paper.shown} {paper.title} {paper.text} {paper.authors} {paper.label}".lower()
         if all(w in hay for w in words):
             keep.append(paper)
     return keep
@@ -291,9 +291,9 @@ def render_paper_list(papers: list[Paper], query: str = "", total: int | None = 
     rows = []
     for paper in shown:
         spans = _merge([s for w in words for s in _all_spans(paper.text, w)])
-        title_spans = _merge([s for w in words for s in _all_spans(paper.title, w)])
+        title_spans = _merge([s for w in words for s in _all_spans(paper.shown, w)])
         rows.append(
-            f'<details class="paper-row"><summary><span class="paper-title">{highlight(paper.title, title_spans)}</span>'
+            f'<details class="paper-row"><summary><span class="paper-title">{highlight(paper.shown, title_spans)}</span>'
             f'<span class="paper-where">{esc(paper.label)}</span></summary>'
             f'<div class="paper-body">{_byline(paper)}<p>{highlight(paper.text, spans)}</p></div></details>'
         )

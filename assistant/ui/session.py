@@ -14,7 +14,7 @@ from ..types import Answer
 def history_text(answer: Answer) -> str:
     """What the model is shown of an earlier turn: the answer, or the papers a search ranked."""
     if answer.status == "retrieval_only":
-        return "Most relevant papers: " + "; ".join(p.paper.title for p in answer.passages[:3])
+        return "Most relevant papers: " + "; ".join(p.paper.shown for p in answer.passages[:3])
     return answer.text
 
 

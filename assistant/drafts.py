@@ -1,0 +1,79 @@
+"""Drafts: what the answer stage makes of the model's draft once verified: the claims it makes of each
+paper, whether it says anything the question did not, and the paper it must name or cite."""
+
+from __future__ import annotations
+
+import re
+
+from . import slots
+from .cite import make_citation
+from .decide import Decision
+from .query import Query
+from .types import Answer, Citation
+from .wording import STOPWORDS, generic, question_names
+
+_MARKER = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+
+
+_NEGATIONS = frozenset({"not", "no", "never", "without", "neither", "nor", "cannot", "fails", "fail"})
+
+
+def copied(statement: str, abstract: str) -> bool:
+    """A short answer whose every word is the abstract's ("124M to 2B", "HoVer and EX-FEVER"): a fragment
+    copied from it holds, and the model cannot judge a fragment as a statement. A negation must be too."""
+    words = re.findall(r"[\w.%×-]+", statement.lower())
+    if not words or len(words) > 8:
+        return False
+    text = abstract.lower()
+    content = [w for w in words if w in _NEGATIONS or w not in STOPWORDS]
+    return all(w.strip(".") in text for w in content)
+
+
+def vacuous(text: str, query: Query, decision: Decision) -> bool:
+    """A draft that says nothing the question did not (a yes or no aside), that answers "how many" or "how
+    much" without a figure, or "which dataset / model" without a name the question does not give: the
+    abstract's claims may hold, but it answers nothing ("evaluated on several real-world datasets")."""
+    asked = f"{query.text} {query.english}"
+    if query.kind.kind != "yes_no" and slots.adds_nothing(text, asked):
+        return True
+    slot = decision.intent.slot
+    if slot in ("number", "count"):
+        return not slots.has_slot(slot, text)
+    if slot in ("dataset", "name"):
+        given = {n.lower() for n in question_names(asked)}
+        return not [n for n in question_names(_MARKER.sub(" ", text)) if n.lower() not in given and not generic(n)]
+    return False
+
+
+def claims_of(text: str, marker: int) -> str:
+    """The sentences of a verified answer that cite source `marker`, without their markers."""
+    sentences = re.split(r"(?<=[.!?。！？])\s+", text)
+    own = [s for s in sentences if any(str(marker) in re.split(r"\s*[,;]\s*", m) for m in _MARKER.findall(s))]
+    return " ".join(_MARKER.sub("", s).strip() for s in own).strip()
+
+
+def cite_both_sides(answer: Answer, decision: Decision) -> None:
+    """A comparison cites both papers: add the best sentence of a side the draft left out."""
+    cited = {c.marker for c in answer.citations}
+    for source in decision.sources[:2]:
+        if source.number in cited or not decision.evidence[source.number]:
+            continue
+        top = decision.best_sentences(source, 1)[0]
+        answer.text += f" {source.paper.called}: {top.clean} [{source.number}]"
+        answer.citations.append(make_citation(source.number, source.paper, source.raw_sentences, [top.index], top.score))
+    answer.citations.sort(key=lambda c: c.marker)
+
+
+def name_the_paper(text: str, citations: list[Citation]) -> str:
+    """A which-paper answer names the paper: the model often writes "Source reports ..." or starts
+    with the verb ("replaces normalizing flows ... [1]"), as the sources are numbered for it."""
+    if not citations or any(c.paper.title.lower() in text.lower() or c.paper.called.lower() in text.lower() for c in citations):
+        return text
+    first = min(citations, key=lambda c: text.find(f"[{c.marker}]") % (len(text) + 1))
+    title = first.paper.called
+    placeholder = re.match(r"(?:the )?source\b(?: \[\d+\])?", text, re.IGNORECASE)
+    if placeholder:
+        return title + text[placeholder.end():]
+    if text[:1].islower():
+        return f"{title} {text}"
+    return f"{title} [{first.marker}]: {text}"
