@@ -203,11 +203,15 @@ class AnswerEngine:
             # finds answers, or that carries what is asked, is the answer; for a yes/no question, the
             # closest sentence (it decides the yes or the no).
             by_score = {e.index: e.score for e in decision.evidence[source.number]}
+
+            def adds(index: int) -> bool:  # held to what a draft is held to: it gives what is asked
+                return not drafts.vacuous(source.clean_sentences[index], query, decision)
+
             # Carrying words is evidence only about a paper the question is about, not the closest of many.
-            carried = carrying if query.kind.kind != "which_paper" else []
-            rescue = answering if answering is not None else max(carried, key=by_score.get, default=None)
-            if rescue is None and query.kind.kind == "yes_no" and candidates:
-                rescue = candidates[0].index
+            carried = [i for i in carrying if adds(i)] if query.kind.kind != "which_paper" else []
+            rescue = answering if answering is not None and adds(answering) else max(carried, key=by_score.get, default=None)
+            if rescue is None and query.kind.kind == "yes_no" and candidates and decision.action == "answer":
+                rescue = candidates[0].index  # unless the word rules found the question asks what no abstract says
             if rescue is not None:
                 return self._apply(answer, replies.extractive(source, [rescue], language, query.kind.kind == "which_paper"))
         if subject is None:

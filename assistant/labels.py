@@ -27,7 +27,7 @@ from .types import Paper
 from .wording import STOPWORDS, stems
 
 FILE_NAME = "labels.json"
-LABEL_TOKENS = 48
+LABEL_TOKENS = 64
 NAME_MAX_CHARS, NAME_MAX_WORDS = 40, 4
 DESCRIPTION_WORDS = (2, 9)
 DESCRIPTION_MAX_CHARS = 90

@@ -38,7 +38,7 @@ from assistant.kinds import DATA  # noqa: E402
 HERE = Path(__file__).resolve().parent
 OUTSIDE = ROOT.parent / "shared" / "eval" / "external_questions.jsonl"
 THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.1, 0.75, 0.05))
-RELATED_FLOORS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1)
+RELATED_FLOORS = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1)  # 0: always the next 5
 C = 0.3
 
 

@@ -276,6 +276,14 @@ def test_a_near_miss_refusal_counts_as_named_only_when_it_cites_the_paper_asked_
     assert named["refused"] and not answered["refused"]
 
 
+def test_a_near_miss_answered_about_its_paper_counts_as_vacuous() -> None:
+    q = {**_question("n1", "near_miss", [], []), "about": [{"source": "file.txt", "ordinal": 1}]}
+    answered = score_question(q, [A], {"text": "A was fine-tuned from a large language model [1].", "refused": False, "cited": [A]})
+    refused = score_question(q, [A], {"text": "The A abstract [1] does not give X.", "refused": True, "cited": [A]})
+    assert answered["vacuous"] == 1.0 and refused["vacuous"] == 0.0
+    assert score_question(_question("f1", "fact", [], []), [A], {"text": "x", "refused": False, "cited": [A]})["vacuous"] is None
+
+
 # -- the regression gate ---------------------------------------------------------------------
 
 

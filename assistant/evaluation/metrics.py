@@ -20,7 +20,7 @@ RETRIEVAL_METRICS = ("hit@1", "hit@5", "mrr", "recall@5")
 ANSWER_METRICS = (
     "gold_cited", "citation_precision", "citation_recall", "fact_recall",
     "refusal_rate", "false_refusal_rate", "supported_share", "near_miss_named",
-    "contradiction", "premise_accepted", "language_match", "recall_with_related",
+    "contradiction", "premise_accepted", "language_match", "recall_with_related", "vacuous",
 )
 LATENCY_STAGES = ("retrieve", "first_token", "total")
 
@@ -181,6 +181,9 @@ def score_question(
     scores["near_miss_named"] = (
         float(bool(answer["refused"]) and bool(set(about) & set(answer["cited"]))) if about and not gold else None
     )
+    # A near miss answered as if the abstract gave the detail, citing the paper it is about: what is
+    # said can only restate what the abstract does give ("fine-tuned from a large language model").
+    scores["vacuous"] = float(not silent and bool(set(about) & set(answer["cited"]))) if about and not gold else None
     scores["recall_with_related"] = (
         len(set(gold) & set([] if silent else [*answer["cited"], *answer.get("related", [])])) / len(set(gold))
         if gold and question["type"] in ("topic", "multi_paper") else None

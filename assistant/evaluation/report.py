@@ -24,6 +24,7 @@ def _row(results: Sequence[dict[str, Any]], full: bool) -> dict[str, Any]:
                        "near_miss_named", "premise_accepted", "language_match", "recall_with_related"):
             row[metric] = mean(r["scores"].get(metric) for r in results)
         row["contradictions"] = sum(int(r["scores"].get("contradiction") or 0) for r in results)
+        row["vacuous"] = sum(int(r["scores"].get("vacuous") or 0) for r in results)
         row["bad_quotes"] = sum(int(r.get("bad_quotes", 0)) for r in results)
         row["sentinel"] = sum(bool(r.get("sentinel")) for r in results)
         row["refusal_rate"], row["false_refusal_rate"] = refusal_rates(
@@ -72,7 +73,7 @@ _LABELS = {
     "gold_cited": "cited gold", "citation_precision": "cite prec", "citation_recall": "cite rec",
     "fact_recall": "facts", "refusal_rate": "refusal", "false_refusal_rate": "false ref",
     "supported_share": "supported", "near_miss_named": "near-miss named", "bad_quotes": "bad quotes",
-    "sentinel": "sentinel", "contradictions": "contradictions", "premise_accepted": "premise accepted",
+    "sentinel": "sentinel", "contradictions": "contradictions", "vacuous": "vacuous", "premise_accepted": "premise accepted",
     "language_match": "same language", "recall_with_related": "rec + related", "retrieve_p50": "retr p50 s", "retrieve_p95": "retr p95 s",
     "first_token_p50": "1st tok p50 s", "first_token_p95": "1st tok p95 s", "total_p50": "total p50 s",
     "total_p95": "total p95 s",
@@ -93,7 +94,7 @@ def format_table(summary: dict[str, Any]) -> str:
     groups = [["n", *RETRIEVAL_METRICS, "retrieve_p50", "retrieve_p95"]]
     if full:
         groups.append(["n", "gold_cited", "citation_precision", "citation_recall", "recall_with_related", "fact_recall", "refusal_rate",
-                       "false_refusal_rate", "supported_share", "near_miss_named", "contradictions", "premise_accepted",
+                       "false_refusal_rate", "supported_share", "near_miss_named", "contradictions", "vacuous", "premise_accepted",
                        "language_match", "bad_quotes", "sentinel"])
         groups.append(["n", "first_token_p50", "first_token_p95", "total_p50", "total_p95"])
     tables = []
