@@ -212,7 +212,7 @@ class TableBuilder:
         support = max(evidence[i].score for i in picked)
         citation = make_citation(1, paper, sentences.raw, picked, support)
         if len(text) >= CELL_ANSWER_CHARS:
-            text += "…"  # the grammar may have cut it: the quote has the rest
+            text = complete(text, sentences.clean[picked[0]])  # the grammar may have cut it
         return Cell(r, c, paper, question, text, "stated", citation)
 
     def _messages(self, paper: Paper, sentences: Sentences, shown: list[int], question: str) -> list[dict[str, str]]:
@@ -282,6 +282,20 @@ def _locate(text: str, sentences: Sentences, shown: list[int]) -> list[int]:
     if best is None or not holds(best)[0] or holds(best)[1] < 0.5:
         return []
     return [best]
+
+
+def complete(text: str, sentence: str) -> str:
+    """An answer the length bound cut ("… at thermodynamic equ"), completed from the sentence it was
+    copied from to the end of its clause (table evaluation: 4 of 26 wrong stated cells were cut
+    answers whose quote held the fact). An answer not copied verbatim keeps its cut, marked "…"."""
+    at = sentence.lower().find(text.lower())
+    if at < 0:
+        return text + "…"
+    end = at + len(text)
+    clause = re.match(r"[^,.;:()]*", sentence[end:]).group(0).rstrip()
+    if len(clause) > CELL_ANSWER_CHARS:
+        return sentence[at:end] + "…"
+    return sentence[at:end + len(clause)]
 
 
 def _parse(reply: str) -> str:

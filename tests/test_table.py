@@ -127,9 +127,9 @@ def test_the_model_is_asked_for_the_answer_alone_on_one_line(scripted):
     assert llm.requests[-1]["stop"] == ["\n"] and "response_format" not in llm.requests[-1]
 
 
-def test_an_answer_as_long_as_the_grammar_allows_is_marked_as_possibly_cut(scripted):
+def test_an_answer_as_long_as_the_grammar_allows_and_not_copied_verbatim_is_marked_as_possibly_cut(scripted):
     assistant, llm = scripted
-    long = "1.25×–2.81× speedup in decoding throughput over default vLLM and a"
+    long = "Vegas is 1.25×–2.81× faster in decoding throughput than default vLLM and a"
     llm.responder = lambda messages: reply(long[:CELL_ANSWER_CHARS])
     cell = assistant.table([SPEEDUP], papers=["Vegas"]).cells[0][0]
     assert cell.status == "stated" and cell.text == long[:CELL_ANSWER_CHARS] + "…"
@@ -289,3 +289,12 @@ def test_the_local_model_fills_a_table_with_a_figure_and_a_not_stated(shared_ind
         again = assistant.table([SPEEDUP], papers=["Vegas"]).cells[0][0]
         assert again.status == "stated" and "2.81" in again.text, again
         assert assistant.tables.keep(vegas.paper)["new"] is False
+
+
+def test_an_answer_the_length_bound_cut_is_completed_from_its_sentence_to_the_end_of_the_clause() -> None:
+    from assistant.table import complete
+
+    sentence = "We target efficient sampling of molecular systems at thermodynamic equilibrium, which is hard."
+    assert complete("Efficient sampling of molecular systems at thermodynamic equ", sentence) == \
+        "efficient sampling of molecular systems at thermodynamic equilibrium"
+    assert complete("Sampling molecules at equilibrium, efficiently and at sca", sentence).endswith("…")
