@@ -272,8 +272,9 @@ class Assistant:
         except LLMError as exc:
             self.notify(f"No label for {paper.title}: {exc}")
             return paper
-        if verdict is not None and verdict.label:
-            labelled = dataclasses.replace(paper, display=verdict.label)
+        label = self.labels.book.label(paper) if verdict is not None else ""
+        if label:
+            labelled = dataclasses.replace(paper, display=label)
             self.by_id[paper.id] = labelled  # the retriever reads papers from here: later answers show it
             self.papers[:] = [labelled if p.id == paper.id else p for p in self.papers]
             return labelled

@@ -76,11 +76,20 @@ def check(name: str, description: str, text: str) -> Verdict:
         if problem:
             rejected.append(f"the description {description!r} {problem}")
             description = ""
+    return Verdict(compose(name, description), name, description, tuple(rejected))
+
+
+def compose(name: str, description: str) -> str:
+    """"SDG: Stein Diffusion Guidance"; either part alone when the other is missing or repeats it."""
     if name and description:
-        label = description if description.lower().startswith(name.lower()) else f"{name}: {description}"
-    else:
-        label = name or description
-    return Verdict(label, name, description, tuple(rejected))
+        return description if description.lower().startswith(name.lower()) else f"{name}: {description}"
+    return name or description
+
+
+def derived_name(paper: Paper) -> str:
+    """The paper's derived title when it is a name the abstract uses ("SySRs"), else ""."""
+    title = paper.title
+    return title if " " not in title and "…" not in title and title in paper.text else ""
 
 
 def _description_problem(description: str, text: str) -> str:
@@ -119,7 +128,12 @@ class LabelBook:
         return paper_hash(paper) in self._entries
 
     def label(self, paper: Paper) -> str:
+        """The kept label; where the model gave a description but no name, the name the rule found
+        in the abstract leads it (the model often writes "Synchronized Successive Rejects" alone)."""
         entry = self._entries.get(paper_hash(paper)) or {}
+        name, description = str(entry.get("name") or ""), str(entry.get("description") or "")
+        if description and not name:
+            return compose(derived_name(paper), description)
         return str(entry.get("label") or "")
 
     def put(self, paper: Paper, verdict: Verdict, model: str) -> None:

@@ -83,3 +83,11 @@ def test_a_label_that_does_not_hold_is_never_shown_and_not_asked_again(own_index
 def test_an_ordinary_word_of_the_abstract_is_not_a_name() -> None:
     verdict = check("Diffusion", "", SDG_TEXT.replace("Training-free diffusion", "Training-free Diffusion") + " diffusion models")
     assert verdict.label == "" and "ordinary word" in verdict.rejected[0]
+
+
+def test_a_description_without_a_name_is_led_by_the_name_the_rule_found(own_index: Path, scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.queue(json.dumps({"name": "", "description": "Verification-guided sparse attention drafting"}))
+    settings = make_settings(own_index, llm_base_url=scripted_llm.url, llm_model="scripted")
+    with Assistant.from_settings(settings) as assistant:
+        (kept,) = list(assistant.keep_papers(["Vegas"]))
+    assert kept.shown == "Vegas: Verification-guided sparse attention drafting" and kept.called == "Vegas"
