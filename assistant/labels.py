@@ -86,6 +86,15 @@ def compose(name: str, description: str) -> str:
     return name or description
 
 
+def expands(phrase: str, short: str) -> bool:
+    """Whether `phrase` spells out `short`: the capitals of the short name are, in order, initials of
+    the phrase's words ("Synchronized Successive Rejects" and "SySRs"; not "Adaptive MoE upcycling"
+    and "Gumbel-Softmax")."""
+    initials = iter(w[0].upper() for w in re.split(r"[\s-]+", phrase) if w)
+    capitals = [c for c in short if c.isupper()]
+    return bool(capitals) and all(any(c == i for i in initials) for c in capitals)
+
+
 def derived_name(paper: Paper) -> str:
     """The paper's derived title when it is a name the abstract uses ("SySRs"), else ""."""
     title = paper.title
@@ -134,6 +143,9 @@ class LabelBook:
         name, description = str(entry.get("name") or ""), str(entry.get("description") or "")
         if description and not name:
             return compose(derived_name(paper), description)
+        short = derived_name(paper)
+        if " " in name and short and expands(name, short):  # "Synchronized Successive Rejects" -> "SySRs: ..."
+            return compose(short, name)
         return str(entry.get("label") or "")
 
     def put(self, paper: Paper, verdict: Verdict, model: str) -> None:

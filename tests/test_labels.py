@@ -91,3 +91,10 @@ def test_a_description_without_a_name_is_led_by_the_name_the_rule_found(own_inde
     with Assistant.from_settings(settings) as assistant:
         (kept,) = list(assistant.keep_papers(["Vegas"]))
     assert kept.shown == "Vegas: Verification-guided sparse attention drafting" and kept.called == "Vegas"
+
+
+def test_a_name_that_spells_out_the_short_name_the_rule_found_is_led_by_it() -> None:
+    from assistant.labels import expands
+
+    assert expands("Synchronized Successive Rejects", "SySRs") and expands("Attention with Routed Memory", "ARM")
+    assert not expands("Adaptive MoE upcycling", "Gumbel-Softmax") and not expands("Federated Continual Learning", "RC-FCL")
