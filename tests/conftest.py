@@ -120,6 +120,12 @@ def shared_index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.fixture
+def own_index(shared_index_dir: Path, tmp_path: Path) -> Path:
+    """A copy of the shared index, for a test whose model names papers: labels are written beside it."""
+    return Path(shutil.copytree(shared_index_dir, tmp_path / "index"))
+
+
 @pytest.fixture(scope="session")
 def shared_assistant(shared_index_dir: Path) -> Iterator[Assistant]:
     """An Assistant over the bundled corpus (retrieval; its LLM starts only when asked)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import time
 
@@ -95,7 +94,10 @@ def test_a_fact_question_cites_the_right_paper_with_the_number(local):
 
 @pytest.mark.llm
 def test_a_detail_the_abstract_never_states_is_refused(local):
-    answer = local.ask("What is the exact acceptance rate of draft tokens reported for Vegas?")
+    # A detail the abstract never touches. (One it names without its value, "the exact acceptance rate
+    # of draft tokens", is answered with the sentence that names it: the judge finds it answers, and on
+    # the evaluation sets such rescues are right 35 of 36 times; see eval/README.md.)
+    answer = local.ask("What batch size does Vegas use when it drafts tokens?")
     assert answer.refused and answer.status == "not_in_abstracts", answer.text
     # The honest near-miss reply: what the Vegas abstract does say, cited, and what it does not give.
     assert "does not" in answer.text and [c.paper.title for c in answer.citations] == ["Vegas"]
@@ -117,30 +119,30 @@ def test_a_chinese_question_is_answered_in_chinese_with_a_citation(local):
 
 
 @pytest.mark.llm
-def test_a_paper_read_ahead_is_kept_for_its_questions_and_its_table_rows(shared_index_dir, tmp_path):
-    with Assistant.from_settings(make_settings(shared_index_dir, llm_kept_states_dir=tmp_path)) as assistant:
+def test_a_paper_read_ahead_is_kept_for_its_questions_and_its_table_rows(own_index, tmp_path):
+    with Assistant.from_settings(make_settings(own_index, llm_kept_states_dir=tmp_path / "kept")) as assistant:
         assert [p.title for p in assistant.keep_papers(["ARM"])] == ["ARM"]
-        kept = set(tmp_path.rglob("*.npz"))
+        kept = set((tmp_path / "kept").rglob("*.npz"))
         assert len(kept) == 2  # as a question's prompt and as a table row's begin
         answer = assistant.ask("How does ARM decide what to keep in the KV cache?")
     assert answer.passages[0].paper.title == "ARM" and not answer.refused
     # The question's prompt opened exactly as the kept one: nothing new was kept for it.
-    assert set(tmp_path.rglob("*.npz")) == kept
+    assert set((tmp_path / "kept").rglob("*.npz")) == kept
 
 
 @pytest.mark.llm
-def test_papers_are_read_ahead_once_nobody_is_asking(shared_index_dir, tmp_path):
-    with Assistant.from_settings(make_settings(shared_index_dir, llm_kept_states_dir=tmp_path)) as assistant:
+def test_papers_are_read_ahead_once_nobody_is_asking(own_index, tmp_path):
+    with Assistant.from_settings(make_settings(own_index, llm_kept_states_dir=tmp_path / "kept")) as assistant:
         assistant.warm_up(background=False)
         asking = assistant.events("How does UPipe cut the memory of attention?")
         assert isinstance(next(asking), Evidence)  # a question is in progress
         reader = assistant.read_ahead(idle_seconds=0.3, papers=["UPipe"])
         time.sleep(1.5)
-        assert assistant.read_ahead_progress == (0, 1) and not list(tmp_path.rglob("*.npz"))
+        assert assistant.read_ahead_progress == (0, 1) and not list((tmp_path / "kept").rglob("*.npz"))
         asking.close()  # the question is over: after 0.3 s of quiet the paper is read
         reader.join(timeout=HANG_GUARD)
         assert assistant.read_ahead_progress == (1, 1) and not assistant.reading_ahead
-        assert len(list(tmp_path.rglob("*.npz"))) == 2  # as a question's prompt and as a table row's begin
+        assert len(list((tmp_path / "kept").rglob("*.npz"))) == 2  # as a question's prompt and as a table row's begin
 
 
 def test_reading_ahead_needs_the_embedded_model(shared_index_dir, scripted_llm):
@@ -307,9 +309,8 @@ def test_names_the_abstract_spells_out_are_not_unknown():
     assert unknown_specifics("How does it compare with SGLang on 16 benchmarks?", text) == ["SGLang", "16"]
 
 
-def test_warm_with_another_backend_says_nothing_is_kept_and_asks_it_only_for_labels(shared_index_dir, tmp_path, scripted_llm):
-    index = shutil.copytree(shared_index_dir, tmp_path / "index")  # labels are written beside the index
-    done = run_cli("warm", "--papers", "Vegas,ARM", index_dir=index,
+def test_warm_with_another_backend_says_nothing_is_kept_and_asks_it_only_for_labels(own_index, scripted_llm):
+    done = run_cli("warm", "--papers", "Vegas,ARM", index_dir=own_index,
                    ASSISTANT_LLM_BASE_URL=scripted_llm.url, ASSISTANT_LLM_MODEL="scripted")
     assert done.returncode == 0, done.stderr
     assert "Nothing is kept with this LLM backend" in done.stderr

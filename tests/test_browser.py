@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -53,12 +54,15 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def server(shared_index_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`python -m assistant serve` on a free loopback port, stopped by pid afterwards."""
+    """`python -m assistant serve` on a free loopback port, stopped by pid afterwards. It serves its own
+    copy of the index: reading ahead while idle, it writes the papers' labels beside it."""
     port = free_port()
-    log_path = tmp_path_factory.mktemp("ui-server") / "server.log"
+    folder = tmp_path_factory.mktemp("ui-server")
+    index = shutil.copytree(shared_index_dir, folder / "index")
+    log_path = folder / "server.log"
     url = f"http://127.0.0.1:{port}/"
     command = [sys.executable, "-m", "assistant", "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--index-dir", str(shared_index_dir)]
+               "--index-dir", str(index)]
     with running_server(command, url, log_path, start_timeout=180, stop_timeout=20, cwd=PROJECT):
         yield url
 

@@ -4,7 +4,6 @@ index and shown in place of the derived title; what does not hold is never shown
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -35,12 +34,6 @@ def test_a_name_the_abstract_never_writes_is_dropped_and_the_description_kept() 
 def test_a_description_that_is_a_sentence_cut_off_or_not_from_the_abstract_is_rejected(description: str, problem: str) -> None:
     verdict = check("", description, SDG_TEXT)
     assert verdict.label == "" and problem in verdict.rejected[0]
-
-
-@pytest.fixture
-def own_index(shared_index_dir: Path, tmp_path: Path) -> Path:
-    """A copy of the shared index: labels are written beside it."""
-    return Path(shutil.copytree(shared_index_dir, tmp_path / "index"))
 
 
 def sdg(assistant: Assistant):
