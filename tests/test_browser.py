@@ -63,7 +63,10 @@ def server(shared_index_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     url = f"http://127.0.0.1:{port}/"
     command = [sys.executable, "-m", "assistant", "serve", "--host", "127.0.0.1", "--port", str(port),
                "--index-dir", str(index)]
-    with running_server(command, url, log_path, start_timeout=180, stop_timeout=20, cwd=PROJECT):
+    # Not reading ahead: a paper read (and named) in a pause between two tests would change its name
+    # on the page mid-test; reading ahead is tested below the UI (test_answer.py).
+    env = {**os.environ, "ASSISTANT_READ_AHEAD_IDLE_SECONDS": "0"}
+    with running_server(command, url, log_path, start_timeout=180, stop_timeout=20, cwd=PROJECT, env=env):
         yield url
 
 
