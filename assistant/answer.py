@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import drafts, replies, slots, topic_choice
+from . import drafts, replies, slots
 from .chunk import count_tokens
 from .cite import Source, make_citation, verify
 from .config import Settings
@@ -132,16 +132,6 @@ class AnswerEngine:
             history_turns=self.settings.history_turns, rewrite_follow_ups=self.settings.follow_up_search == "rewrite",
             rewrite=self._rewrite, read_kind=self.kinds.read,
         )
-
-    # -- topics ------------------------------------------------------------------------------
-
-    def topic_odds(self, topic: str, passage: Passage, kept_only: bool = False) -> float | None:
-        """The model's log-odds that `passage`'s paper is about `topic` (see `topic_list.TopicLister.odds`)."""
-        return self.topics.odds(topic, passage, kept_only)
-
-    def topic_judge(self, topic: str, notices: list[str]) -> topic_choice.Judge | None:
-        """The model's odds as `topic_choice.on_topic` asks them (see `topic_list.TopicLister.judge`)."""
-        return self.topics.judge(topic, notices)
 
     # -- replies without a draft -----------------------------------------------------------------
 

@@ -112,7 +112,7 @@ def _description_problem(description: str, text: str) -> str:
         return "reads as a sentence"
     if words[-1].lower() in STOPWORDS:
         return "is cut off"
-    own = [s for s in stems(description)]
+    own = stems(description)
     used = set(stems(text))
     if own and sum(s in used for s in own) / len(own) < GROUNDED_SHARE:
         return "uses words the abstract does not"
@@ -159,7 +159,7 @@ class LabelBook:
 
     def apply(self, papers: list[Paper]) -> list[Paper]:
         """The papers, each showing its kept label (its derived title where it has none)."""
-        return [dataclasses.replace(p, display=self.label(p)) if self.label(p) else p for p in papers]
+        return [dataclasses.replace(p, display=label) if (label := self.label(p)) else p for p in papers]
 
 
 class Labeler:

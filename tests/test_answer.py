@@ -327,8 +327,8 @@ def test_the_model_weighs_a_topic_candidate_only_once_it_has_kept_the_paper(shar
     # Reading an abstract first costs ~3 s: a topic list does not wait for it, the rule decides.
     with Assistant.from_settings(make_settings(shared_index_dir, llm_kept_states_dir=tmp_path)) as assistant:
         vegas = Passage(paper=next(p for p in assistant.papers if p.title == "Vegas"), text="", score=1.0)
-        assert assistant.engine.topic_odds("speculative decoding", vegas, kept_only=True) is None
+        assert assistant.engine.topics.odds("speculative decoding", vegas, kept_only=True) is None
         assistant.engine.keep_paper(vegas.paper)
-        on_topic = assistant.engine.topic_odds("speculative decoding", vegas, kept_only=True)
-        off_topic = assistant.engine.topic_odds("federated learning", vegas, kept_only=True)
+        on_topic = assistant.engine.topics.odds("speculative decoding", vegas, kept_only=True)
+        off_topic = assistant.engine.topics.odds("federated learning", vegas, kept_only=True)
         assert on_topic is not None and off_topic is not None and on_topic > 0 > off_topic
