@@ -197,8 +197,13 @@ class AnswerEngine:
             def adds(index: int) -> bool:  # held to what a draft is held to: it gives what is asked
                 return not drafts.vacuous(source.clean_sentences[index], query, decision)
 
-            # Carrying words is evidence only about a paper the question is about, not the closest of many.
-            carried = [i for i in carrying if adds(i)] if query.kind.kind != "which_paper" else []
+            def leans_yes(index: int) -> bool:  # the model's odds that it answers are at least even
+                odds = self._sentence_odds(answer, query, source, index)
+                return odds is None or odds >= 0.0
+
+            # Carrying words is evidence only about a paper the question is about, not the closest of many,
+            # and only where the model, asked, leans to finding that the sentence answers.
+            carried = [i for i in carrying if adds(i) and leans_yes(i)] if query.kind.kind != "which_paper" else []
             rescue = answering if answering is not None and adds(answering) else max(carried, key=by_score.get, default=None)
             if rescue is None and query.kind.kind == "yes_no" and candidates and decision.action == "answer":
                 rescue = candidates[0].index  # unless the word rules found the question asks what no abstract says
@@ -209,6 +214,14 @@ class AnswerEngine:
         # The rule found it not answerable: a sentence the judge finds answers is not quoted as the closest
         # (the rule outweighs one sentence's judgement, and a reply must not contradict itself).
         return self._apply(answer, replies.near_miss(self.prompts, source, not_answering, language))
+
+    def _sentence_odds(self, answer: Answer, query: Query, source: Source, index: int) -> float | None:
+        """The judge's log-odds that sentence `index` of `source` answers the question (None: not told)."""
+        try:
+            return self.judge.sentence_odds(query.prompt, source.clean_sentences[index], self.prompter.about(source.paper))
+        except LLMError as exc:
+            answer.notices.append(f"The model could not check the sentence ({exc}).")
+            return None
 
     # -- the whole pipeline ----------------------------------------------------------------
 
@@ -359,7 +372,7 @@ class AnswerEngine:
         by_number = {s.number: s for s in decision.sources}
         for citation in verified.citations:
             statement = drafts.claims_of(verified.text, citation.marker)
-            if not statement or drafts.copied(statement, citation.paper.text):
+            if not statement or drafts.copied(statement, by_number[citation.marker].clean_sentences):
                 continue
             check = self.judge.claim(statement, self.prompter.about(citation.paper))
             if check.holds:

@@ -18,15 +18,16 @@ _MARKER = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 _NEGATIONS = frozenset({"not", "no", "never", "without", "neither", "nor", "cannot", "fails", "fail"})
 
 
-def copied(statement: str, abstract: str) -> bool:
-    """A short answer whose every word is the abstract's ("124M to 2B", "HoVer and EX-FEVER"): a fragment
-    copied from it holds, and the model cannot judge a fragment as a statement. A negation must be too."""
+def copied(statement: str, sentences: list[str]) -> bool:
+    """A short answer whose every word is in one sentence of the abstract ("124M to 2B", "HoVer and
+    EX-FEVER"): a fragment copied from it holds, and the model cannot judge a fragment as a statement.
+    A negation must be too. Words gathered from several sentences are a new claim ("UPipe reaches a
+    training throughput of 25%" from one sentence's "25%" and another's "throughput"): it is judged."""
     words = re.findall(r"[\w.%×-]+", statement.lower())
     if not words or len(words) > 8:
         return False
-    text = abstract.lower()
-    content = [w for w in words if w in _NEGATIONS or w not in STOPWORDS]
-    return all(w.strip(".") in text for w in content)
+    content = [w.strip(".") for w in words if w in _NEGATIONS or w not in STOPWORDS]
+    return any(all(w in sentence.lower() for w in content) for sentence in sentences)
 
 
 def vacuous(text: str, query: Query, decision: Decision) -> bool:

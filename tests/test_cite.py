@@ -6,6 +6,7 @@ import pytest
 
 from assistant.cite import Source, has_number, numbers_in, sentence_pairs, split_answer, verify
 from assistant.config import BUNDLED_CORPUS
+from assistant.drafts import copied
 from assistant.load import load_papers
 
 THRESHOLD = 0.55
@@ -124,3 +125,15 @@ def test_a_number_inside_chinese_text_is_still_checked(check):
 def test_a_chinese_sentence_with_the_papers_number_and_marker_is_cited(check):
     result = check("Vegas 的解码吞吐量比 vLLM 高 1.25× 到 2.81× [2]。")
     assert [c.paper.title for c in result.citations] == ["Vegas"]
+
+
+def test_a_short_answer_copied_from_one_sentence_is_taken_as_the_abstracts_own(papers):
+    _, clean = sentence_pairs(papers["UPipe"])
+    assert copied("up to 5M tokens for training 8B models", clean)
+
+
+def test_words_gathered_from_several_sentences_are_a_new_claim_to_judge(papers):
+    _, clean = sentence_pairs(papers["UPipe"])
+    statement = "UPipe reaches a training throughput of 25%."
+    assert all(w in papers["UPipe"].text.lower() for w in ("upipe", "training", "throughput", "25%"))
+    assert not copied(statement, clean)

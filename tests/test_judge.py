@@ -112,3 +112,15 @@ def test_where_the_rule_finds_no_answer_a_sentence_judged_to_answer_is_not_quote
     assert answer.refused and answer.text.startswith("The Vegas abstract [1] does not answer that question.")
     assert len(judged) == 2 and judged[0] not in answer.text and judged[1] in answer.text
     assert drafts(scripted_llm) == [], "the rule refused before any draft"
+
+
+def test_a_sentence_that_carries_the_asked_figure_answers_only_where_the_model_leans_to_it(scripted, scripted_llm):
+    vague = "Vegas decodes faster than default vLLM [1]."  # no figure for "how much": the draft fails
+    scripted_llm.first_tokens = judging_model(sentence=lambda content: "2.81" in content)
+    scripted_llm.queue(vague)
+    answer = scripted.ask("How much faster than default vLLM does Vegas decode?")
+    assert answer.status == "answered" and "2.81" in answer.text
+    scripted_llm.first_tokens = judging_model(sentence=lambda content: False)
+    scripted_llm.queue(vague)
+    answer = scripted.ask("How much faster than default vLLM does Vegas decode?")
+    assert answer.refused and "2.81" not in answer.text
