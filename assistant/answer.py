@@ -201,10 +201,11 @@ class AnswerEngine:
                 odds = self._sentence_odds(answer, query, source, index)
                 return odds is None or odds >= 0.0
 
-            # Carrying words is evidence only about a paper the question is about, not the closest of many,
-            # and only where the model, asked, leans to finding that the sentence answers.
-            carried = [i for i in carrying if adds(i) and leans_yes(i)] if query.kind.kind != "which_paper" else []
-            rescue = answering if answering is not None and adds(answering) else max(carried, key=by_score.get, default=None)
+            rescue = answering if answering is not None and adds(answering) else None
+            if rescue is None and query.kind.kind != "which_paper":
+                # Carrying words is evidence only about a paper the question is about, not the closest of
+                # many, and only where the model, asked, leans to finding that the sentence answers.
+                rescue = max((i for i in carrying if adds(i) and leans_yes(i)), key=by_score.get, default=None)
             if rescue is None and query.kind.kind == "yes_no" and candidates and decision.action == "answer":
                 rescue = candidates[0].index  # unless the word rules found the question asks what no abstract says
             if rescue is not None:

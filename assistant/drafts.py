@@ -27,7 +27,7 @@ def copied(statement: str, sentences: list[str]) -> bool:
     if not words or len(words) > 8:
         return False
     content = [w.strip(".") for w in words if w in _NEGATIONS or w not in STOPWORDS]
-    return any(all(w in sentence.lower() for w in content) for sentence in sentences)
+    return any(all(w in sentence for w in content) for sentence in map(str.lower, sentences))
 
 
 def vacuous(text: str, query: Query, decision: Decision) -> bool:

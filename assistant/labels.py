@@ -141,9 +141,9 @@ class LabelBook:
         in the abstract leads it (the model often writes "Synchronized Successive Rejects" alone)."""
         entry = self._entries.get(paper_hash(paper)) or {}
         name, description = str(entry.get("name") or ""), str(entry.get("description") or "")
-        if description and not name:
-            return compose(derived_name(paper), description)
         short = derived_name(paper)
+        if description and not name:
+            return compose(short, description)
         if " " in name and short and expands(name, short):  # "Synchronized Successive Rejects" -> "SySRs: ..."
             return compose(short, name)
         return str(entry.get("label") or "")

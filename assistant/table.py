@@ -286,8 +286,7 @@ def _locate(text: str, sentences: Sentences, shown: list[int]) -> list[int]:
 
 def complete(text: str, sentence: str) -> str:
     """An answer the length bound cut ("… at thermodynamic equ"), completed from the sentence it was
-    copied from to the end of its clause (table evaluation: 4 of 26 wrong stated cells were cut
-    answers whose quote held the fact). An answer not copied verbatim keeps its cut, marked "…"."""
+    copied from to the end of its clause. An answer not copied verbatim keeps its cut, marked "…"."""
     at = sentence.lower().find(text.lower())
     if at < 0:
         return text + "…"

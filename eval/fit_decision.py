@@ -30,6 +30,7 @@ import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import numpy as np
@@ -59,16 +60,25 @@ def neutral() -> Fitted:
     return Fitted(rule, Rule(DECISION_FEATURES[1:], tuple(0.0 for _ in DECISION_FEATURES[1:]), 0.0, 0.0), 0.0, 0.0, 0.0, {})
 
 
-def collect(a: Any, path: Path, sentences: bool) -> list[dict[str, Any]]:
-    """Features (and, with `sentences`, sentence judgements) for every question that reaches the judge."""
+def reaching_judge(a: Any, path: Path, types: Collection[str] | None = None) -> Iterator[tuple[dict[str, Any], Any, Any]]:
+    """Each question of `path` (of `types`, if given) that reaches the judge (not a topic list): the
+    question, its `Query` and its `Decision`, read, retrieved and planned as the engine does."""
     engine = a.engine
-    rows = []
     for q in load_questions(path):
+        if types is not None and q["type"] not in types:
+            continue
         query = engine.read(q["question"], q["history"] or None)
         gathered = engine.gather(query, a.settings.k, None, {})
         if not gathered.relevant or (query.kind.kind == "topic" and not gathered.named):
             continue
-        decision = engine.plan(query, gathered)
+        yield q, query, engine.plan(query, gathered)
+
+
+def collect(a: Any, path: Path, sentences: bool) -> list[dict[str, Any]]:
+    """Features (and, with `sentences`, sentence judgements) for every question that reaches the judge."""
+    engine = a.engine
+    rows = []
+    for q, query, decision in reaching_judge(a, path):
         messages, _, _ = engine.prompt(query, decision)
         features = decision.features(query.kind, engine.judge.decline_odds(messages))
         gold = [paper_key(g["source"], g["ordinal"]) for g in q["gold"]]

@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 import assistant  # noqa: E402,F401  (offline environment first)
 from assistant.api import Assistant  # noqa: E402
-from assistant.evaluation.dataset import load_questions  # noqa: E402
 from assistant.evaluation.metrics import fact_found  # noqa: E402
+from fit_decision import reaching_judge  # noqa: E402  (questions that reach the judge, as fit_decision reads them)
 
 SETS = {"own": ROOT / "eval" / "questions.jsonl", "heldout": ROOT / "eval" / "heldout.jsonl",
         "external": ROOT.parent / "shared" / "eval" / "external_questions.jsonl"}
@@ -45,14 +45,7 @@ def collect(a: Assistant, path: Path, types: tuple[str, ...] | None = None) -> l
     closest sentences of the paper it is about, and whether each is a correction of a false premise."""
     engine = a.engine
     rows = []
-    for q in load_questions(path):
-        if types is not None and q["type"] not in types:
-            continue
-        query = engine.read(q["question"], q["history"] or None)
-        gathered = engine.gather(query, a.settings.k, None, {})
-        if not gathered.relevant or (query.kind.kind == "topic" and not gathered.named):
-            continue
-        decision = engine.plan(query, gathered)
+    for q, query, decision in reaching_judge(a, path, types):
         source = decision.subject if decision.named else decision.sources[0]
         ask = engine.prompter.about(source.paper)
         for e in decision.best_sentences(source, 2):
@@ -78,7 +71,7 @@ def flagged(rows: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reuse", action="store_true", help="refit on the odds of the last run (no model calls)")
+    parser.add_argument("--reuse", action="store_true", help="print the figures of the last run again (no model calls)")
     args = parser.parse_args()
     if args.reuse:
         data = json.loads(CACHE.read_text(encoding="utf-8"))
