@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .text import clean_markup, has_cjk, split_sentences
+from .text import SPACED_MARKER, clean_markup, has_cjk, marker_numbers, split_sentences
 from .types import Citation, Paper, Span
 
 Encode = Callable[[list[str]], np.ndarray]
 
-_MARKERS = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 # ASCII-only boundaries: in Chinese text a number or name sits right next to other letters.
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(\d+(?:[.,]\d+)*)(\s?%|[KMBkmb×x](?![A-Za-z])|×)?")
 _TERM = re.compile(r"(?<![A-Za-z0-9_-])([A-Za-z][A-Za-z0-9^]*(?:-[A-Za-z0-9]+)*)(?![A-Za-z0-9_-])")
@@ -109,7 +108,7 @@ class Verified:
 
 def split_answer(text: str) -> list[str]:
     """Answer sentences; a marker run after the full stop belongs to the sentence before it."""
-    text = re.sub(r"([.!?。！？])((?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])+)", r"\2\1", text.strip())
+    text = re.sub(rf"([.!?。！？])((?:{SPACED_MARKER.pattern})+)", r"\2\1", text.strip())
     pieces: list[str] = []
     for block in re.split(r"\n+", text):
         block = re.sub(r"^\s*(?:[-*•]|\d+[.)])\s+", "", block)
@@ -148,9 +147,9 @@ def named_terms(text: str) -> set[str]:
 
 def _strip_markers(sentence: str) -> tuple[str, list[int]]:
     markers: list[int] = []
-    for match in _MARKERS.finditer(sentence):
-        markers.extend(int(n) for n in re.split(r"\s*[,;]\s*", match.group(1)))
-    return _MARKERS.sub("", sentence).strip(), markers
+    for match in SPACED_MARKER.finditer(sentence):
+        markers.extend(marker_numbers(match.group(1)))
+    return SPACED_MARKER.sub("", sentence).strip(), markers
 
 
 def verify(

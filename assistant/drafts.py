@@ -9,11 +9,9 @@ from . import slots
 from .cite import make_citation
 from .decide import Decision
 from .query import Query
+from .text import SPACED_MARKER, marker_numbers
 from .types import Answer, Citation
 from .wording import STOPWORDS, generic, question_names
-
-_MARKER = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
-
 
 _NEGATIONS = frozenset({"not", "no", "never", "without", "neither", "nor", "cannot", "fails", "fail"})
 
@@ -42,15 +40,15 @@ def vacuous(text: str, query: Query, decision: Decision) -> bool:
         return not slots.has_slot(slot, text)
     if slot in ("dataset", "name"):
         given = {n.lower() for n in question_names(asked)}
-        return not [n for n in question_names(_MARKER.sub(" ", text)) if n.lower() not in given and not generic(n)]
+        return not [n for n in question_names(SPACED_MARKER.sub(" ", text)) if n.lower() not in given and not generic(n)]
     return False
 
 
 def claims_of(text: str, marker: int) -> str:
     """The sentences of a verified answer that cite source `marker`, without their markers."""
     sentences = re.split(r"(?<=[.!?。！？])\s+", text)
-    own = [s for s in sentences if any(str(marker) in re.split(r"\s*[,;]\s*", m) for m in _MARKER.findall(s))]
-    return " ".join(_MARKER.sub("", s).strip() for s in own).strip()
+    own = [s for s in sentences if any(marker in marker_numbers(m) for m in SPACED_MARKER.findall(s))]
+    return " ".join(SPACED_MARKER.sub("", s).strip() for s in own).strip()
 
 
 def cite_both_sides(answer: Answer, decision: Decision) -> None:

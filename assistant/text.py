@@ -1,4 +1,4 @@
-"""Text helpers shared by every stage: markup cleaning, sentence splitting, script detection.
+"""Text helpers shared by every stage: markup cleaning, sentence splitting, script detection, citation markers.
 
 Abstracts are parsed (`load`), quoted (`cite`), weighed (`decide`) and shown (`ui`, `cli`) as
 the same plain text split into the same sentences, so these rules live in one place.
@@ -79,6 +79,23 @@ def split_sentences(text: str) -> list[str]:
         else:
             merged.append(part)
     return [p for p in merged if p.strip()]
+
+
+# A citation marker: the numbers of the cited sources in brackets ("[1]", "[1, 2]", "[1; 3]"); group 1
+# holds the numbers. SPACED_MARKER takes the spaces before it too, so removing it leaves no gap
+# before the full stop that follows ("... as shown [1]." becomes "... as shown.").
+MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+SPACED_MARKER = re.compile(r"\s*" + MARKER.pattern)
+
+
+def marker_numbers(numbers: str) -> list[int]:
+    """The source numbers of a marker's group 1 ("1, 2" gives [1, 2])."""
+    return [int(n) for n in re.split(r"\s*[,;]\s*", numbers)]
+
+
+def without_markers(text: str) -> str:
+    """`text` with each citation marker replaced by a space (markers are not words or figures)."""
+    return MARKER.sub(" ", text)
 
 
 def shorten(text: str, limit: int = 300) -> str:

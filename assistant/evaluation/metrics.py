@@ -11,7 +11,7 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from ..text import clean_markup
+from ..text import clean_markup, without_markers
 from .dataset import paper_key
 
 TOP_K = 5  # hit@5 / recall@5 cut-off; also the number of papers retrieved in retrieval-only runs
@@ -72,13 +72,12 @@ def citation_scores(cited: Collection[str], gold: Collection[str]) -> dict[str, 
     }
 
 
-_MARKER = re.compile(r"\[\d+(?:\s*[,;]\s*\d+)*\]")
 _DASHES = re.compile("[\u2010\u2011\u2012\u2013\u2014\u2015\u2212]")
 
 
 def normalise(text: str) -> str:
     """Text for fact matching: markup stripped, lowercase, ×→x, dashes→-, spaces collapsed."""
-    out = clean_markup(_MARKER.sub(" ", text))  # LaTeX/Markdown; also turns \times into ×
+    out = clean_markup(without_markers(text))  # LaTeX/Markdown; also turns \times into ×
     out = _DASHES.sub("-", out.lower()).replace("×", "x")
     out = re.sub(r"\s+", " ", out)
     out = re.sub(r"(?<=\d) (?=x\b|%)", "", out)  # "1.25 x" → "1.25x", "50 %" → "50%"

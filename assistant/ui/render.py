@@ -11,13 +11,12 @@ import html
 import re
 from typing import Any
 
-from ..text import clean_markup, shorten, split_sentences
+from ..text import MARKER, clean_markup, marker_numbers, shorten, split_sentences
 from ..types import Answer, Citation, Evidence, Paper, Passage
 from .session import Session, Turn
 
 SNIPPET_CHARS = 300  # the best-matching passage shown on a ranked card
 THINKING = '<span class="thinking" title="Waiting for the answer"><i></i><i></i><i></i></span>'
-_MARKER_RUN = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 _WORD = re.compile(r"\S+")
 
 
@@ -215,7 +214,7 @@ def link_markers(escaped: str, turn: int, known: set[int]) -> str:
     """Turn [n] / [n, m] markers of already-escaped text into badges linking to their cards."""
 
     def badge(match: re.Match[str]) -> str:
-        numbers = [int(n) for n in re.findall(r"\d+", match.group(1))]
+        numbers = marker_numbers(match.group(1))
         parts = []
         for n in numbers:
             if n in known:
@@ -224,7 +223,7 @@ def link_markers(escaped: str, turn: int, known: set[int]) -> str:
                 parts.append(f'<span class="cite cite-missing">{n}</span>')
         return "".join(parts)
 
-    return _MARKER_RUN.sub(badge, escaped)
+    return MARKER.sub(badge, escaped)
 
 
 def render_answer(answer: Answer, turn: int = 1) -> str:
