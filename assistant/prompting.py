@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from pydantic_core import from_json
+
 from .chunk import count_tokens
 from .cite import Source
 from .config import Settings
@@ -149,16 +151,15 @@ class Prompter:
 class AnswerField:
     """Streams the value of the "answer" field out of a JSON object while it is being generated.
 
-    Hand-written: the stack has no incremental JSON parser, and only this one string field of a
-    flat object needs decoding (escapes included) as it arrives.
+    The reply so far is read as partial JSON (pydantic-core's `from_json`, which reads an unfinished
+    string up to its last complete character or escape). The reply is grammar-constrained to the
+    quote-first schema, so it is JSON from its first character. An escaped surrogate pair
+    ("\\ud83d\\ude00") is shown as the one character it encodes, as the finished reply is read.
     """
-
-    _ESCAPES = {"n": "\n", "t": "\t", "r": "", '"': '"', "\\": "\\", "/": "/", "b": "", "f": ""}
 
     def __init__(self) -> None:
         self.buffer = ""
-        self.position: int | None = None
-        self.done = False
+        self.done = False  # the answer's closing quote has arrived
         self.text = ""
 
     def feed(self, delta: str) -> str:
@@ -166,34 +167,25 @@ class AnswerField:
         self.buffer += delta
         if self.done:
             return ""
-        if self.position is None:
-            match = re.search(r'"answer"\s*:\s*"', self.buffer)
-            if not match:
-                return ""
-            self.position = match.end()
-        out, i, buffer = [], self.position, self.buffer
-        while i < len(buffer):
-            c = buffer[i]
-            if c == "\\":
-                if i + 1 >= len(buffer) or (buffer[i + 1] == "u" and i + 6 > len(buffer)):
-                    break  # the escape is not complete yet
-                if buffer[i + 1] == "u":
-                    out.append(chr(int(buffer[i + 2: i + 6], 16)))
-                    i += 6
-                else:
-                    out.append(self._ESCAPES.get(buffer[i + 1], buffer[i + 1]))
-                    i += 2
-                continue
-            if c == '"':
-                self.done = True
-                i += 1
-                break
-            out.append(c)
-            i += 1
-        self.position = i
-        piece = "".join(out)
-        self.text += piece
+        try:
+            closed = from_json(self.buffer, allow_partial=True)  # holds "answer" once its string is closed
+            self.done = isinstance(closed, dict) and isinstance(closed.get("answer"), str)
+            value = closed if self.done else from_json(self.buffer, allow_partial="trailing-strings")
+        except ValueError:
+            # An escape JSON does not allow, such as a lone surrogate "\ud83d": nothing more is shown while
+            # streaming; the whole reply is read once it ends (`parse_quote_first`).
+            return ""
+        answer = value.get("answer") if isinstance(value, dict) else None
+        if not isinstance(answer, str):
+            return ""
+        answer = answer.translate(_NOT_SHOWN)
+        piece = answer[len(self.text):]
+        self.text = answer
         return piece
+
+
+# Escaped control characters that would move the cursor or garble a terminal: left out of the shown text.
+_NOT_SHOWN = str.maketrans("", "", "\r\b\f")
 
 
 def parse_quote_first(reply: str, field: AnswerField) -> tuple[dict[int, list[int]], str]:
