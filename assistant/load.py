@@ -15,6 +15,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, StrictStr, ValidationError
 
 from . import text as text_rules
 from .errors import CorpusError
@@ -143,30 +146,48 @@ def _load_txt(path: Path, raw: str) -> list[Paper]:
     return papers
 
 
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("blank")
+    return text
+
+
+class JsonlPaper(BaseModel):
+    """One line of a .jsonl corpus: a non-empty `abstract` string; `title`, `authors` (a string or a
+    list of names), `url` and `venue` are kept as text when given; other keys are ignored."""
+
+    abstract: Annotated[StrictStr, AfterValidator(_not_blank)]
+    title: Any = None
+    authors: Any = None
+    url: Any = None
+    venue: Any = None
+
+
 def _load_jsonl(path: Path, raw: str) -> list[Paper]:
     papers: list[Paper] = []
     for number, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
+        try:  # the standard library's parser: the message quotes its words for a syntax error
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise CorpusError(f"{path}, line {number}: invalid JSON ({exc.msg}).") from exc
-        if not isinstance(record, dict):
-            raise CorpusError(f"{path}, line {number}: expected a JSON object with an 'abstract' field.")
-        abstract = record.get("abstract")
-        if not isinstance(abstract, str) or not abstract.strip():
-            raise CorpusError(f"{path}, line {number}: no 'abstract' (every line needs a non-empty 'abstract' string).")
-        extra = {key: str(record[key]) for key in ("authors", "url", "venue") if record.get(key)}
-        if isinstance(record.get("authors"), list):
-            extra["authors"] = ", ".join(map(str, record["authors"]))
-        papers.append(make_paper(path.name, len(papers) + 1, " ".join(abstract.split()), str(record.get("title") or ""), **extra))
+        try:
+            paper = JsonlPaper.model_validate(record)
+        except ValidationError as exc:
+            if exc.errors()[0]["type"] == "model_type":
+                raise CorpusError(f"{path}, line {number}: expected a JSON object with an 'abstract' field.") from exc
+            raise CorpusError(f"{path}, line {number}: no 'abstract' (every line needs a non-empty 'abstract' string).") from exc
+        extra = {key: str(value) for key in ("authors", "url", "venue") if (value := getattr(paper, key))}
+        if isinstance(paper.authors, list):
+            extra["authors"] = ", ".join(map(str, paper.authors))
+        papers.append(make_paper(path.name, len(papers) + 1, " ".join(paper.abstract.split()), str(paper.title or ""), **extra))
     return papers
 
 
-# Parsing (markup cleaning, titles) costs ~0.5 ms per abstract, 5 s for 10,000: start-up
-# reuses the parse of an unchanged file. The key covers the source of this module and of the
-# text rules it applies, so any change to the parsing rules invalidates every cached parse.
+# Start-up reuses the parse (markup cleaning, titles) of an unchanged file. The key covers the source
+# of this module and of the text rules it applies, so any change to the parsing rules invalidates
+# every cached parse.
 _PARSER_KEY = hashlib.sha1(Path(__file__).read_bytes() + Path(text_rules.__file__).read_bytes()).hexdigest()
 _CACHE_FILES_KEPT = 64
 

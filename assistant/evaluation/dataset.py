@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
 
 from ..config import PROJECT_ROOT
 from ..load import paper_id
@@ -24,6 +26,33 @@ TYPES = ("fact", "method", "paraphrase", "which_paper", "multi_paper", "topic", 
          "near_miss", "follow_up", "chinese", "yes_no", "summary", "false_premise", "injection", "out_of_scope")
 # No gold papers: the right outcome is a refusal (out of scope: a short "this collection does not cover it").
 UNANSWERABLE = ("unanswerable", "near_miss", "out_of_scope")
+
+
+class GoldPaper(BaseModel):
+    """A gold paper of a question, named by its corpus file and 1-based position there."""
+
+    source: Any
+    ordinal: Any
+
+
+class Question(BaseModel):
+    """One line of the evaluation set; other keys (`about`, `premise`, ...) are read as given."""
+
+    id: Any
+    question: Any
+    type: Literal[TYPES]
+    gold: list[GoldPaper]
+    facts: Any
+    history: Any
+
+
+def _wrong_fields(record: dict[str, Any]) -> set[str]:
+    """The fields of a question line that do not fit `Question`."""
+    try:
+        Question.model_validate(record)
+    except ValidationError as exc:
+        return {str(error["loc"][0]) for error in exc.errors()}
+    return set()
 
 
 def paper_key(source: str, ordinal: int) -> str:
@@ -53,12 +82,13 @@ def load_questions(path: Path | str = QUESTIONS_PATH) -> list[dict[str, Any]]:
     path = Path(path)
     questions: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for number, q in read_jsonl(path, {"id", "question", "type", "gold", "facts", "history"}):
-        if q["type"] not in TYPES:
+    for number, q in read_jsonl(path, set(Question.model_fields)):
+        wrong = _wrong_fields(q)
+        if "type" in wrong:
             raise ValueError(f"{path}, line {number}: unknown type {q['type']!r} (one of {', '.join(TYPES)})")
         if q["id"] in seen:
             raise ValueError(f"{path}, line {number}: duplicate id {q['id']}")
-        if not all(isinstance(g, dict) and {"source", "ordinal"} <= set(g) for g in q["gold"]):
+        if "gold" in wrong:
             raise ValueError(f"{path}, line {number}: gold must be a list of {{source, ordinal}}")
         if (q["type"] in UNANSWERABLE) != (not q["gold"]):
             raise ValueError(f"{path}, line {number}: exactly the {', '.join(UNANSWERABLE)} questions have no gold papers")
@@ -83,6 +113,3 @@ def select_questions(
             raise ValueError(f"unknown question types: {', '.join(sorted(unknown))} (known: {', '.join(TYPES)})")
         questions = [q for q in questions if q["type"] in set(types)]
     return questions[:limit] if limit else questions
-
-
-# -- metrics: pure functions ------------------------------------------------------------------
