@@ -1,7 +1,10 @@
 """Settings: one pydantic-settings object, built at each entry point and passed down.
 
-Every field can be set by argument or by an `ASSISTANT_<NAME>` environment variable
-(for example `ASSISTANT_CHROMA_HOST=127.0.0.1`).
+Every field can be set by argument, by an `ASSISTANT_<NAME>` environment variable (for example
+`ASSISTANT_CHROMA_HOST=127.0.0.1`) or, on the command line, by a flag (`--chroma-host`). The fields
+are declared in groups (corpus and index, retrieval, language model, answering, topics and tables,
+chat UI), one model per group; `Settings` combines them, so code reads every field directly
+(`settings.k`, `settings.llm_base_url`) and the README documents them group by group.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The checkout, when running from one: only the evaluation set and the tests live there.
@@ -48,10 +51,9 @@ def user_cache_dir() -> Path:
     return _user_dir("XDG_CACHE_HOME", ".cache")
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="ASSISTANT_", extra="forbid")
+class IndexSettings(BaseModel):
+    """Corpus and index: which papers, where their index lives, how they are chunked and embedded."""
 
-    # Corpus and index
     corpus: list[Path] = Field(
         default_factory=list,
         description="Corpus files (.txt paper lists or .jsonl); empty means what the index was built from, "
@@ -64,8 +66,6 @@ class Settings(BaseSettings):
     chroma_host: str | None = Field(None, description="Chroma server host; unset uses the embedded store.")
     chroma_port: int = Field(8000, description="Chroma server port.")
     chroma_timeout: float = Field(10.0, description="Seconds to wait for a Chroma server.")
-
-    # Chunking and embeddings
     chunk_size: int = Field(96, ge=16, le=2048, description="Chunk size in tiktoken tokens.")
     chunk_overlap: int = Field(16, ge=0, le=512, description="Overlap between chunks in tokens.")
     embedding: str = Field(
@@ -75,14 +75,20 @@ class Settings(BaseSettings):
     embed_batch_size: int = Field(64, ge=1, le=2048, description="Texts per embedding request and per index write.")
     cache_dir: Path = Field(default_factory=user_cache_dir, description="Where assembled models live.")
 
-    # Retrieval
+
+class RetrievalSettings(BaseModel):
+    """Retrieval: how the papers closest to a question are found."""
+
     k: int = Field(5, ge=1, le=50, description="Papers returned by retrieval.")
     candidates: int = Field(20, ge=1, le=200, description="Chunks fetched from each retriever before fusion.")
     dense_weight: float = Field(0.8, ge=0.0, le=1.0, description="Weight of the dense side in score fusion.")
     fusion: Literal["score", "rrf", "dense", "bm25"] = Field("score", description="How dense and BM25 are fused.")
     min_relevance: float = Field(0.25, description="Below this dense similarity nothing is relevant (refusal).")
 
-    # LLM
+
+class LLMSettings(BaseModel):
+    """Language model: which model answers, where it runs, and what it keeps."""
+
     llm_base_url: str | None = Field(None, description="OpenAI-compatible server URL; unset starts the local model.")
     llm_model: str = Field("local", description="Model name sent to the server (e.g. gpt-4o-mini).")
     llm_api_key: str | None = Field(None, description="API key; falls back to OPENAI_API_KEY.")
@@ -112,9 +118,14 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(120.0, gt=0, description="Seconds before an LLM request is abandoned.")
     llm_start_timeout: float = Field(180.0, gt=0, description="Seconds to wait for the local server to load.")
     max_answer_tokens: int = Field(256, ge=16, le=4096, description="Upper bound on generated tokens.")
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    temperature: float = Field(
+        0.0, ge=0.0, le=2.0, description="Sampling temperature of the answer (0: the same answer each time)."
+    )
 
-    # Answering
+
+class AnswerSettings(BaseModel):
+    """Answering: what the prompt holds, and when an answer is given, checked or refused."""
+
     context_papers: int = Field(3, ge=1, le=20, description="Papers placed in the prompt.")
     sentences_per_paper: int = Field(
         3, ge=1, le=20, description="Best sentences of each paper in the prompt (of the papers after the first, "
@@ -128,8 +139,7 @@ class Settings(BaseSettings):
     lone_paper_margin: float = Field(
         0.1, ge=0.0,
         description="With whole_first_paper: when the first paper's retrieval score leads every other's by this much, "
-        "it is the only paper in the prompt (on the eval set, every question whose first paper was not a gold "
-        "paper had a lead under 0.05; 87% of the answerable ones lead by more than 0.1).",
+        "it is the only paper in the prompt.",
     )
     other_paper_sentences: int = Field(
         1, ge=0, le=20, description="With whole_first_paper: best sentences of each further paper (not in comparisons)."
@@ -162,6 +172,23 @@ class Settings(BaseSettings):
         description="A paper whose best sentence is this similar to the question is what it is about: a detail its "
         "abstract does not give gets a near-miss reply naming that paper, else a plain refusal.",
     )
+    answer_format: Literal["draft", "quote_first"] = Field(
+        "draft",
+        description="'draft': the model writes a free-form answer with [n] markers; 'quote_first': it first picks "
+        "the ids of the sentences that answer (JSON-schema constrained output), then writes from them.",
+    )
+    history_turns: int = Field(6, ge=0, le=50, description="Earlier messages used to understand a follow-up.")
+    follow_up_search: Literal["conversation", "rewrite"] = Field(
+        "conversation",
+        description="'conversation': a follow-up that leans on the conversation (\"How did they evaluate it?\") is "
+        "searched for together with the last exchange, one with its own subject as typed, with no model call; "
+        "'rewrite': the model first rewrites every follow-up into a standalone query (about a second more).",
+    )
+
+
+class TopicSettings(BaseModel):
+    """Topics and tables: which papers are on a topic, and how many rows a table holds."""
+
     topic_threshold: float | None = Field(
         None, ge=0.0, le=1.0,
         description="Topic questions and tables by topic list every candidate whose probability of being on the topic "
@@ -183,22 +210,32 @@ class Settings(BaseSettings):
         60, ge=1, le=500,
         description="Papers weighed for a topic (the closest to it first): every paper of a collection this small.",
     )
-    answer_format: Literal["draft", "quote_first"] = Field(
-        "draft",
-        description="'draft': the model writes a free-form answer with [n] markers; 'quote_first': it first picks "
-        "the ids of the sentences that answer (JSON-schema constrained output), then writes from them.",
-    )
     max_table_rows: int = Field(40, ge=1, le=500, description="The most papers (rows) one table holds.")
-    history_turns: int = Field(6, ge=0, le=50, description="Earlier messages used to understand a follow-up.")
-    follow_up_search: Literal["conversation", "rewrite"] = Field(
-        "conversation",
-        description="'conversation': a follow-up that leans on the conversation (\"How did they evaluate it?\") is "
-        "searched for together with the last exchange, one with its own subject as typed, with no model call; "
-        "'rewrite': the model first rewrites every follow-up into a standalone query (about a second more).",
-    )
 
-    # UI
+
+class UISettings(BaseModel):
+    """Chat UI: where the browser UI listens, and who may log in."""
+
     host: str = Field("127.0.0.1", description="Address the chat UI binds to.")
     port: int = Field(7860, description="Port of the chat UI.")
     username: str | None = Field(None, description="UI login; required when binding beyond loopback.")
     password: str | None = Field(None, description="UI password; required when binding beyond loopback.")
+
+
+# The groups by their README heading, in the README's order.
+SETTING_GROUPS: dict[str, type[BaseModel]] = {
+    "Corpus and index": IndexSettings,
+    "Retrieval": RetrievalSettings,
+    "Language model": LLMSettings,
+    "Answering": AnswerSettings,
+    "Topics and tables": TopicSettings,
+    "Chat UI": UISettings,
+}
+
+
+# pydantic takes inherited fields from the last base to the first: the groups are listed in reverse
+# so the fields keep the groups' order.
+class Settings(UISettings, TopicSettings, AnswerSettings, LLMSettings, RetrievalSettings, IndexSettings, BaseSettings):
+    """Every setting of the assistant, read from arguments and `ASSISTANT_*` environment variables."""
+
+    model_config = SettingsConfigDict(env_prefix="ASSISTANT_", extra="forbid")
