@@ -14,7 +14,6 @@ is corrected with the abstract's own words.
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,15 +27,14 @@ from .cite import Source, make_citation, verify
 from .config import Settings
 from .decide import Decision, plan
 from .slots import focus_sentences
-from .embed import encode
 from .errors import LLMError
 from .evidence import ScoredSentence, SentenceBank
-from .judge import Fitted, Judge
+from .judge import Judge
 from .kinds import KindReader
 from .prompting import AnswerField, Prompter, parse_quote_first
-from .prompts import REFUSAL_SENTINEL, load_prompts
+from .llm import ModelHandle
+from .prompts import REFUSAL_SENTINEL, Prompts
 from .query import Query, read_query, transcript, words_of
-from .rerank import LazyCrossEncoder
 from .retrieve import HybridRetriever
 from .text import has_cjk
 from .topic_list import TopicLister
@@ -53,49 +51,35 @@ _CHINESE_ANSWER = "请用中文回答（保留论文中的名称、数字和术�
 @dataclass(frozen=True)
 class Gathered:
     """What retrieval found for a question: the passages (best first), the ones it names, the ones
-    relevant enough to read, and the question's vectors (as searched, and as its sentences are weighed)."""
+    relevant enough to read, and the question's vector as its sentences are weighed."""
 
     passages: list[Passage]
     named: list[Passage]
     relevant: list[Passage]
-    search_vector: np.ndarray
     weigh_vector: np.ndarray
 
 
 class AnswerEngine:
     """Turns a question (and history) into a verified `Answer`, streaming the draft."""
 
-    def __init__(self, settings: Settings, retriever: HybridRetriever, embedder: Any, connect: Callable[[], Any],
-                 kinds: KindReader, fitted: Fitted) -> None:
+    def __init__(self, settings: Settings, retriever: HybridRetriever, *, encode: Callable[[list[str]], np.ndarray],
+                 sentences: SentenceBank, prompts: Prompts, prompter: Prompter, judge: Judge, topics: TopicLister,
+                 kinds: KindReader, model: ModelHandle) -> None:
         self.settings = settings
         self.retriever = retriever
-        self.embedder = embedder
-        self.prompts = load_prompts()
-        self.sentences = SentenceBank(self._encode)
-        self.rerank = LazyCrossEncoder()  # topic lists and topic tables only
+        self.encode = encode
+        self.sentences = sentences
+        self.prompts = prompts
+        self.prompter = prompter
+        self.judge = judge
+        self.topics = topics
         self.kinds = kinds
-        self.prompter = Prompter(settings, self.prompts, self.sentences, lambda: self.llm)
-        self.judge = Judge(lambda: self.llm, self.prompts, fitted)
-        self.topics = TopicLister(settings, retriever, self.sentences, self.rerank, self.prompter, lambda: self.llm,
-                                  self._encode)
-        self._connect = connect
-        self._llm: Any = None
-        self._llm_lock = threading.Lock()  # a warm-up thread and a question must not start two servers
+        self.model = model
 
     @property
     def llm(self) -> Any:
-        """The language model, connected (and for the local default, started) on first use; a caller
-        that arrives while another thread is starting it waits for that start."""
-        if self._llm is None:
-            with self._llm_lock:
-                if self._llm is None:
-                    self._llm = self._connect()
-        return self._llm
-
-    @property
-    def llm_loaded(self) -> Any:
-        """The language model if it is already connected, else None (never starts it)."""
-        return self._llm
+        """The language model, connected (and for the local default, started) on first use."""
+        return self.model.get()
 
     def warm_up(self) -> None:
         """Start the model and have it read the fixed instructions once (kept in its prompt cache)."""
@@ -104,14 +88,6 @@ class AnswerEngine:
         else:
             system = self.prompts.system.format(refusal=REFUSAL_SENTINEL)
         self.llm.chat([{"role": "system", "content": system}, {"role": "user", "content": "Ready?"}], max_tokens=1)
-
-    def close(self) -> None:
-        if self._llm is not None:
-            self._llm.close()
-            self._llm = None
-
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        return encode(self.embedder, texts)
 
     def keep_paper(self, paper: Paper) -> None:
         """Have the model read `paper`'s whole abstract as a question about it opens, and keep the state."""
@@ -229,7 +205,7 @@ class AnswerEngine:
     def gather(self, query: Query, k: int, source: str | None, timings: dict[str, float]) -> Gathered:
         """Retrieval for a read question: the passages, those the question names, those relevant enough."""
         mark = time.perf_counter()
-        vectors = self._encode(list(dict.fromkeys([query.search, query.weighed])))
+        vectors = self.encode(list(dict.fromkeys([query.search, query.weighed])))
         timings["query_embedding"] = time.perf_counter() - mark
         wanted = max(k, NAMED_CANDIDATES) if query.kind.kind in ("topic", "comparison") else k
         passages = self.retriever.retrieve(query.search, k=wanted, source=source, embedding=vectors[0].tolist(),
@@ -238,7 +214,7 @@ class AnswerEngine:
         # A paper the question names is relevant however its text scores ("... SCM-GRPO ...").
         named = named_papers(f"{query.text} {query.english}" if query.english != query.text else query.text, passages)
         relevant = [p for p in passages if p.dense_score >= self.settings.min_relevance or p in named]
-        return Gathered(passages, named, relevant, vectors[0], vectors[-1])
+        return Gathered(passages, named, relevant, vectors[-1])
 
     def plan(self, query: Query, gathered: Gathered) -> Decision:
         """The sources the answer reads, their scored sentences and the word rules' verdict."""
@@ -248,7 +224,7 @@ class AnswerEngine:
         intent = slots.read_question(query.english, original=query.text)
         return plan(self.settings, query.text, query.weighed, intent, kind,
                     gathered.relevant, gathered.named, gathered.weigh_vector, self.sentences, self.prompter.source,
-                    self._encode, query.follow_up)
+                    self.encode, query.follow_up)
 
     def prompt(self, query: Query, decision: Decision) -> tuple[list[dict[str, str]], dict[str, Any], Any]:
         """The answer's request (messages, options) and its context; the first paper's part is kept."""
@@ -361,7 +337,7 @@ class AnswerEngine:
         declined = bool(_SENTINEL.match(text)) or not _SENTINEL.sub("", text).strip() or bool(DECLINES.search(first_sentence))
         text = _SENTINEL.sub("", text).strip()  # a sentinel after an answer is a fragment, not a refusal
         known = " ".join(p.paper.text for p in passages)
-        verified = None if declined else verify(text, decision.sources, self._encode, self.settings.support_threshold,
+        verified = None if declined else verify(text, decision.sources, self.encode, self.settings.support_threshold,
                                                 known, vector)
         why = ("The model found no answer in the abstracts." if declined
                else "No sentence of the draft could be matched to the abstracts." if verified is None or not verified.citations

@@ -17,23 +17,29 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 from .answer import AnswerEngine
-from .judge import Fitted
+from .config import Settings
+from .embed import encode as encode_with
+from .errors import LLMError, QuestionError
+from .evidence import SentenceBank
+from .judge import Fitted, Judge
 from .kinds import KindReader
-from .config import BUNDLED_CORPUS, Settings
-from .embed import embedding_identity, make_embedder
-from .errors import LLMError, QuestionError, StoreDamagedError
-from .index import IndexReport, build_index, corpus_fingerprint
 from .labels import LabelBook, Labeler
-from .load import load_papers
-from .retrieve import HybridRetriever, load_bm25
-from .store import IndexInfo, Store, move_aside, recorded_corpus
+from .llm import ModelHandle, backend_of
+from .opening import open_collection, reindex  # reindex: `assistant index`, part of the API
+from .prompting import Prompter
+from .prompts import Prompts, load_prompts
+from .rerank import LazyCrossEncoder
+from .retrieve import HybridRetriever
+from .store import IndexInfo, Store
 from .table import TableBuilder, check_columns, resolve_papers
+from .topic_list import TopicLister
 from .topics import TopicGroup, group_papers
 from .types import Answer, Cell, Evidence, Paper, Passage, Row, Table
+
+__all__ = ["Assistant", "Notices", "reindex"]
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +47,16 @@ Notify = Callable[[str], None]
 T = TypeVar("T")
 
 
-def resolve_corpus(settings: Settings, store: Store) -> list[Path]:
-    """The corpus files: as set, else what the index was built from, else the bundled lists."""
-    if settings.corpus:
-        return [Path(p) for p in settings.corpus]
-    info = store.info()
-    if info is not None and info.corpus and all(Path(p).is_file() for p in info.corpus):
-        return [Path(p) for p in info.corpus]
-    return sorted(BUNDLED_CORPUS.glob("*.txt"))
+class Notices:
+    """Where the assistant's messages to a user go (model loading, index updates, a restarted
+    server): the notify given at start-up, then every listener added later (the UI's status line)."""
+
+    def __init__(self, notify: Notify | None = None) -> None:
+        self.listeners: list[Notify] = [notify] if notify else []
+
+    def __call__(self, message: str) -> None:
+        for listener in list(self.listeners):
+            listener(message)
 
 
 def _minilm_encoder(embedder: Any) -> Callable[[list[str]], Any]:
@@ -59,34 +67,36 @@ def _minilm_encoder(embedder: Any) -> Callable[[list[str]], Any]:
     return model.encode
 
 
-def parse_cache(settings: Settings) -> Path:
-    """Where parsed corpus files are kept, keyed by their content (see `load.load_file`)."""
-    return Path(settings.cache_dir).expanduser() / "papers"
-
-
 class Assistant:
-    """Question answering over a paper collection with verified citations."""
+    """Question answering over a paper collection with verified citations.
 
-    def __init__(self, settings: Settings, store: Store, embedder: Any, papers: list[Paper]) -> None:
+    Its parts are built in one place, `from_settings`, each chosen once from the settings, and
+    passed in; the constructor only wires them together."""
+
+    def __init__(self, settings: Settings, store: Store, embedder: Any, papers: list[Paper], *, llm: ModelHandle,
+                 reranker: LazyCrossEncoder, kinds: KindReader, fitted: Fitted, prompts: Prompts,
+                 labels: LabelBook, notices: Notices, info: IndexInfo | None = None) -> None:
         self.settings = settings
         self.store = store
         self.embedder = embedder
         self.papers = papers
         self.by_id = {p.id: p for p in papers}
-        self.notify: Notify = lambda message: None
-        # Through a lambda: `notify` is replaced after construction (by from_settings, the UI).
-        self.retriever = HybridRetriever(settings, store, embedder, self.by_id, notify=lambda m: self.notify(m))
-        self.timings: dict[str, float] = {}
-        self.engine = AnswerEngine(settings, self.retriever, embedder, self._connect_llm,
-                                   KindReader(_minilm_encoder(embedder)), Fitted.load())
-        self.tables = TableBuilder(settings, self.engine.sentences, self.engine._encode, lambda: self.engine.llm,
-                                   self.engine.prompts, self.engine.topics)
-        self.labels = Labeler(LabelBook(settings.index_dir), self.engine.prompts.label.format(),
-                              self.engine.prompter.about, lambda: self.engine.llm)
+        self.notices = notices
+        self.model = llm
+        self.startup_seconds: float | None = None
+        self.retriever = HybridRetriever(settings, store, embedder, self.by_id, notify=notices, info=info)
+        encode = functools.partial(encode_with, embedder)
+        sentences = SentenceBank(encode)
+        prompter = Prompter(settings, prompts, sentences, llm.get)
+        topics = TopicLister(settings, self.retriever, sentences, reranker, prompter, llm.get, encode)
+        self.engine = AnswerEngine(settings, self.retriever, encode=encode, sentences=sentences, prompts=prompts,
+                                   prompter=prompter, judge=Judge(llm.get, prompts, fitted), topics=topics,
+                                   kinds=kinds, model=llm)
+        self.tables = TableBuilder(settings, sentences, encode, llm.get, prompts, topics)
+        self.labels = Labeler(labels, prompts.label.format(), prompter.about, llm.get)
         self.warm_error: str | None = None  # why a background warm-up failed, if it did
         self._groups: list[TopicGroup] | None = None
         self._warming: threading.Thread | None = None
-        self._quiet_start = False  # a warm-up asked not to report the model's loading steps
         # Questions and tables in progress, and when the last one ended: reading ahead waits for quiet.
         self._activity = threading.Lock()
         self._busy = 0
@@ -95,46 +105,46 @@ class Assistant:
         self._reader: threading.Thread | None = None
         self.read_ahead_progress = (0, 0)  # (papers read ahead, papers to read) of the current read-ahead
 
-    def _connect_llm(self) -> Any:
-        from .llm import connect
-
-        mark = time.perf_counter()
-        llm = connect(self.settings, progress=None if self._quiet_start else self.notify, notify=lambda m: self.notify(m))
-        self.timings["llm_start"] = time.perf_counter() - mark
-        return llm
-
     @classmethod
     def from_settings(
-        cls, settings: Settings | None = None, notify: Notify | None = None, progress: Any = None, **overrides: Any
+        cls, settings: Settings | None = None, notify: Notify | None = None, progress: Any = None,
+        fitted: Fitted | None = None, **overrides: Any
     ) -> Assistant:
-        """Open (and if needed build or update) the index described by `settings`.
+        """Open (and if needed build or update) the index described by `settings`, and build the parts.
 
         The index builds itself on first use; when the corpus changed, only changed papers
-        are re-embedded. An index built with another embedding model is an error.
+        are re-embedded. An index built with another embedding model is an error. `fitted`
+        replaces the judge's fitted rules (`assistant/data/decision.json`), for fitting them.
         """
         started = time.perf_counter()
         settings = settings or Settings(**overrides)
-        say = notify or (lambda message: None)
-        store = Store(settings)
-        corpus = resolve_corpus(settings, store)
-        papers = load_papers(corpus, parse_cache(settings))
-        info = store.info()
-        embedder = functools.cache(functools.partial(make_embedder, settings))
-        if info is not None and info.chunks:
-            # Another embedder is an error to report as such, not an update to announce.
-            store.check_embedding(store.active(), embedding_identity(settings)[0])
-        if info is None or not info.chunks or info.fingerprint != corpus_fingerprint(papers, settings):
-            say(_update_reason(info, settings))
-            report = build_index(papers, corpus, settings, store, embedder, progress=progress)
-            for line in (*report.warnings, *report.notes):
-                say(line)
-            say(f"Indexed {report.papers} papers ({report.embedded_chunks} chunks embedded) in {report.seconds:.1f} s.")
-        # Labels are display only (see `labels`): applied after the index is checked against the papers.
-        assistant = cls(settings, store, embedder(), LabelBook(settings.index_dir).apply(papers))
-        if notify:
-            assistant.notify = notify
-        assistant.timings["startup"] = time.perf_counter() - started
+        notices = Notices(notify)
+        opened = open_collection(settings, notices, progress)
+        labels = LabelBook(settings.index_dir)
+        assistant = cls(
+            settings, opened.store, opened.embedder,
+            # Labels are display only (see `labels`): applied after the index is checked against the papers.
+            labels.apply(opened.papers),
+            llm=ModelHandle(settings, notices), reranker=LazyCrossEncoder(),  # the cross-encoder: topic lists only
+            kinds=KindReader(_minilm_encoder(opened.embedder)), fitted=fitted or Fitted.load(), prompts=load_prompts(),
+            labels=labels, notices=notices, info=opened.info,
+        )
+        assistant.startup_seconds = time.perf_counter() - started
         return assistant
+
+    def listen(self, listener: Notify) -> None:
+        """Have `listener` hear the assistant's messages too (after the notify given at start-up)."""
+        self.notices.listeners.append(listener)
+
+    def notify(self, message: str) -> None:
+        """Tell the user something (every listener hears it)."""
+        self.notices(message)
+
+    @property
+    def timings(self) -> dict[str, float]:
+        """Seconds of start-up ("startup") and of the model's start ("llm_start"), where measured."""
+        measured = {"startup": self.startup_seconds, "llm_start": self.model.start_seconds}
+        return {name: seconds for name, seconds in measured.items() if seconds is not None}
 
     def retrieve(
         self, question: str, k: int | None = None, source: str | None = None, timings: dict[str, float] | None = None
@@ -180,6 +190,11 @@ class Assistant:
             self._groups = group_papers(self.papers, self.store.paper_vectors())
         return self._groups
 
+    def topic_rows(self, topic: str, source: str | None = None, notices: list[str] | None = None) -> tuple[list[Row], list[Row]]:
+        """The papers on `topic` (each with the sentence of its abstract that shows it) and those possibly
+        related, chosen as for a topic question; what went wrong goes to `notices`."""
+        return self.tables.topic_rows(topic, source=source, notices=notices)
+
     def table(
         self, columns: list[str], papers: list[str] | None = None, topic: str | None = None, source: str | None = None
     ) -> Table:
@@ -199,7 +214,7 @@ class Assistant:
         notices: list[str] = []
         related: list[Row] = []
         if topic and not papers:
-            rows, related = self.tables.topic_rows(topic, source=source, notices=notices)
+            rows, related = self.topic_rows(topic, source=source, notices=notices)
             if not rows:
                 notices.append(f"No paper in the collection is about {topic}.")
         elif papers or source:
@@ -228,12 +243,12 @@ class Assistant:
         In the background (the default) a failure is kept in `warm_error` and the first question
         tries again (and reports it); in the foreground it raises. `report=False` keeps the
         loading steps out of `notify` (a terminal prompt is waiting for the user's typing)."""
-        self._quiet_start = not report
+        self.model.quiet = not report
         if not background:
             try:
                 self.engine.warm_up()
             finally:
-                self._quiet_start = False
+                self.model.quiet = False
             return None
 
         def run() -> None:
@@ -243,7 +258,7 @@ class Assistant:
                 self.warm_error = str(exc)
                 log.warning("Warming up the language model failed: %s", exc)
             finally:
-                self._quiet_start = False  # a later start (after a failure or a crash) reports its steps
+                self.model.quiet = False  # a later start (after a failure or a crash) reports its steps
 
         self.warm_error = None
         self._warming = threading.Thread(target=run, name="llm-warm-up", daemon=True)
@@ -289,7 +304,7 @@ class Assistant:
         embedded model (other servers keep nothing); None when it does not run. Progress is in
         `read_ahead_progress`; `close()` stops it."""
         idle = self.settings.read_ahead_idle_seconds if idle_seconds is None else idle_seconds
-        if idle <= 0 or self.settings.llm_backend != "local" or self.settings.llm_base_url:
+        if idle <= 0 or backend_of(self.settings) != "local":
             return None
         chosen = self.papers_of(papers)
         self.stop_read_ahead()
@@ -374,12 +389,12 @@ class Assistant:
     @property
     def llm(self) -> Any:
         """The connected language model (started on first use)."""
-        return self.engine.llm
+        return self.model.get()
 
     @property
     def llm_loaded(self) -> Any:
         """The language model if it is already connected, else None (never starts it)."""
-        return self.engine.llm_loaded
+        return self.model.loaded
 
     @property
     def sources(self) -> list[str]:
@@ -388,7 +403,7 @@ class Assistant:
     def close(self) -> None:
         """Stop reading ahead, and the local LLM server if this assistant started one."""
         self.stop_read_ahead()
-        self.engine.close()
+        self.model.close()
 
     def __enter__(self) -> Assistant:
         return self
@@ -405,47 +420,3 @@ def _last(events: Iterator[Any], kind: type[T]) -> T:
             final = event
     assert final is not None, f"the stream ended without a {kind.__name__}"
     return final
-
-
-def _update_reason(info: IndexInfo | None, settings: Settings) -> str:
-    """What start-up says before it updates the index: the first build, or what changed."""
-    if info is None or not info.chunks:
-        return "Building the index (first run)…"
-    if info.chunking and info.chunking != f"{settings.chunk_size}/{settings.chunk_overlap}":
-        return "Chunking settings changed: re-chunking the index…"
-    return "Corpus changed: updating the index…"
-
-
-def reindex(settings: Settings, paths: list[Path] | None = None, rebuild: bool = False, progress: Any = None) -> IndexReport:
-    """Index `paths` (or the current corpus); used by `assistant index`.
-
-    With `rebuild`, an embedded store too damaged to open is moved aside (kept) and a fresh
-    one is built from the files it was built from, per its manifest.
-    """
-    try:
-        return _reindex(settings, paths, rebuild, progress, Store(settings))
-    except StoreDamagedError:
-        if not rebuild or settings.chroma_host:
-            raise
-    recorded = [Path(p) for p in recorded_corpus(settings.index_dir)]
-    moved = move_aside(settings)
-    notes = [
-        f"The store in {settings.index_dir} could not be opened; it was moved to {moved} (delete it when you no "
-        "longer need it) and a fresh index was built."
-    ]
-    if not paths and not settings.corpus:
-        if recorded and all(p.is_file() for p in recorded):
-            paths = recorded
-        else:
-            notes.append("Its corpus files are unknown, so the bundled abstracts were indexed; "
-                         "run `assistant index YOUR_FILES --rebuild` to index others.")
-    report = _reindex(settings, paths, rebuild, progress, Store(settings))
-    return dataclasses.replace(report, notes=(*notes, *report.notes))
-
-
-def _reindex(settings: Settings, paths: list[Path] | None, rebuild: bool, progress: Any, store: Store) -> IndexReport:
-    corpus = paths or resolve_corpus(settings, store)
-    papers = load_papers(corpus, parse_cache(settings))
-    report = build_index(papers, corpus, settings, store, functools.partial(make_embedder, settings), rebuild=rebuild, progress=progress)
-    load_bm25(settings, store)  # built and saved now, so the next start-up only opens it
-    return report

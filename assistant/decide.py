@@ -75,7 +75,7 @@ def choose_papers(settings: Settings, kind: str, relevant: Sequence[Passage], na
     if named and kind in ONE_PAPER_KINDS and not follow_up:
         # A question about the paper it names: only its sentences are read (the others could not be
         # cited for it anyway). Not for a follow-up, whose paper comes from the conversation: there
-        # the other papers stay (with one paper, 2 of the 13 follow-ups of the evaluation set lost it).
+        # the other papers stay, as the named paper may not be the one the conversation is about.
         return list(named[:1])
     if named:  # the papers the question names come first
         context = list(dict.fromkeys([*named[: 2 if kind == "comparison" else 1], *context]))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .slots import _WHICH_PAPER
+from .intent import _WHICH_PAPER
 from .wording import question_names, stems
 
 # -- follow-ups ------------------------------------------------------------------------------------
@@ -64,8 +64,8 @@ FOLLOW_UP_ANSWER_CHARS = 300  # of the last answer, searched with a follow-up th
 def conversation_query(question: str, history: Sequence[dict[str, str]]) -> str:
     """What an English follow-up is searched for: the question as typed when it brings its own
     subject, else the question with the last question and the start of the last answer (which
-    names the paper). On the evaluation's follow-ups this finds the paper first as often as the
-    model's rewrite did, and costs no model call."""
+    names the paper). It costs no model call, and finds the paper as often as the model's rewrite
+    (the evaluation README, "Constants")."""
     if not history or not refers_back(question):
         return question
     context = [last_said(history, "user")[:TURN_CHARS], last_said(history, "assistant")[:FOLLOW_UP_ANSWER_CHARS]]

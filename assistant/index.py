@@ -84,16 +84,18 @@ def build_index(
     embedder: Callable[[], BaseEmbedding],
     rebuild: bool = False,
     progress: Progress | None = None,
+    fingerprint: str | None = None,
 ) -> IndexReport:
     """Bring the store in line with `papers`, embedding only what is new or changed.
 
     `embedder` gives the embedding model; it is called only if something must be embedded,
     so an index that is already up to date costs neither loading the model nor chunking.
-    `rebuild` embeds every paper again into a fresh generation.
+    `rebuild` embeds every paper again into a fresh generation. `fingerprint` is the papers'
+    `corpus_fingerprint` when the caller has computed it.
     """
     started = time.perf_counter()
     model, dim = embedding_identity(settings)
-    fingerprint = corpus_fingerprint(papers, settings)
+    fingerprint = fingerprint or corpus_fingerprint(papers, settings)
     papers, warnings = distinct_papers(papers)
     paths = [str(p) for p in corpus]
     notes: list[str] = []

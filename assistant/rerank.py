@@ -21,7 +21,6 @@ import numpy as np
 
 from .offline import onnx_model, packaged_file
 
-RERANKER_NAME = "ms-marco-MiniLM-L-12-v2-onnx-int8"
 _MAX_TOKENS = 256  # a sentence or an abstract with the query: abstracts beyond this are cut
 _RUN_BATCH = 16  # pairs per ONNX run
 _FILES = {
@@ -42,8 +41,7 @@ class CrossEncoder:
 
     def __init__(self, threads: int = 0) -> None:
         # "longest_first" takes word pieces off whichever of the pair is longer. For a query up to
-        # about half the window (every topic and question of the evaluation) that is only the text,
-        # as with "only_second" (the same scores on every evaluation pair); a longer query is cut
+        # about half the window that is only the text, as with "only_second"; a longer query is cut
         # too, where "only_second" fails outright once the query alone fills the window.
         self._session, self._tokenizer = onnx_model(
             _packaged_file("model"), _packaged_file("tokenizer"), threads, _MAX_TOKENS, strategy="longest_first"

@@ -34,7 +34,7 @@ from llama_index.retrievers.bm25 import BM25Retriever
 from .config import Settings
 from .embed import embedding_identity
 from .errors import QuestionError
-from .store import Store
+from .store import IndexInfo, Store
 from .types import Paper, Passage
 
 _RRF_K = 60  # the constant of the original reciprocal-rank-fusion paper
@@ -76,14 +76,15 @@ def _open_saved_bm25(folder: Path, chunks: int) -> BM25Retriever | None:
     return bm25 if int(bm25.bm25.scores.get("num_docs", -1)) == chunks else None
 
 
-def load_bm25(settings: Settings, store: Store) -> BM25Retriever:
+def load_bm25(settings: Settings, store: Store, info: IndexInfo | None = None) -> BM25Retriever:
     """The keyword index of the active collection, built once and then loaded from disk.
 
     It is saved under the collection's name and corpus fingerprint, so a start-up with an
     unchanged index maps one folder instead of reading every chunk from Chroma, and any
-    change to the index (a rebuild, an update) gets a fresh one.
+    change to the index (a rebuild, an update) gets a fresh one. `info` is the active index's
+    record when the caller has read and checked it.
     """
-    info = store.require(embedding_identity(settings)[0])
+    info = info or store.require(embedding_identity(settings)[0])
     folder = bm25_folder(settings)
     saved = folder / f"{info.collection}-{info.fingerprint}"
     bm25 = _open_saved_bm25(saved, info.chunks)
@@ -115,7 +116,9 @@ class HybridRetriever:
         embedder: BaseEmbedding,
         papers: dict[str, Paper],
         notify: Callable[[str], None] | None = None,
+        info: IndexInfo | None = None,
     ) -> None:
+        """`info`: the active index's record, when the caller has read and checked it."""
         self.settings = settings
         self.papers = papers
         self.embedder = embedder
@@ -125,7 +128,7 @@ class HybridRetriever:
         self.sources = sorted({paper.source for paper in papers.values()})
         # bm25s logs a warning per query for tokens absent from the corpus; that is expected.
         logging.getLogger("bm25s").setLevel(logging.ERROR)
-        self.bm25 = load_bm25(settings, store)
+        self.bm25 = load_bm25(settings, store, info)
         self._rows = np.arange(int(self.bm25.bm25.scores["num_docs"]))
         self._row_meta: dict[int, tuple[str, str]] = {}  # corpus row -> (paper id, source), read once
         self._source_masks: dict[str, np.ndarray] = {}

@@ -10,7 +10,8 @@ written to. Collection metadata records the embedding model, its dimension, the 
 complete) the corpus fingerprint, which is how a mismatched or unfinished index is detected.
 
 An embedded store whose files are damaged is reported as such (`StoreDamagedError`) and can
-be moved aside whole (`move_aside`), so a rebuild starts from an empty folder.
+be moved aside whole (`move_aside`), so a rebuild starts from an empty folder; the `manifest`
+beside it says which corpus files to rebuild it from.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from .config import Settings
 from .errors import IndexMismatchError, IndexMissingError, StoreDamagedError, StoreUnavailableError
+from .manifest import write_manifest
 
 try:  # POSIX; elsewhere two writers are not kept apart
     import fcntl
@@ -47,7 +49,6 @@ _READ_PAGE = 5000
 # What SQLite says about a file that is not (or no longer) a whole database: SQLITE_CORRUPT (11),
 # SQLITE_NOTADB (26), and the messages of a schema that lost its tables.
 _DAMAGED = ("malformed", "not a database", "code: 11)", "code: 26)", "no such table", "database corrupt")
-MANIFEST = "manifest.json"  # beside the embedded store: what it was built from, readable without Chroma
 _LOCK = "write.lock"
 
 
@@ -113,16 +114,6 @@ def move_aside(settings: Settings) -> Path:
         target = folder.with_name(f"{folder.name}.broken-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
     folder.rename(target)
     return target
-
-
-def recorded_corpus(folder: Path) -> list[str]:
-    """The corpus files the embedded store in `folder` was last built from, per its manifest
-    ([] when there is none); readable even when Chroma cannot open the store."""
-    try:
-        corpus = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8")).get("corpus", [])
-    except (OSError, ValueError, AttributeError):
-        return []
-    return [str(p) for p in corpus] if isinstance(corpus, list) else []
 
 
 class Store:
@@ -345,20 +336,9 @@ class Store:
         self._write_manifest(collection)
 
     def _write_manifest(self, collection: Any) -> None:
-        """Record beside the embedded store what it was built from (written whole, then renamed
-        into place), so a rebuild of a damaged store knows the corpus files."""
-        if self.settings.chroma_host:
-            return
-        meta = collection.metadata or {}
-        manifest = {
-            "active": collection.name, "fingerprint": meta.get("fingerprint", ""),
-            "corpus": json.loads(str(meta.get("corpus", "[]"))), "embedding_model": meta.get("embedding_model", ""),
-        }
-        path = Path(self.settings.index_dir) / MANIFEST
-        partial = path.with_name(f".{MANIFEST}.{os.getpid()}")
-        with contextlib.suppress(OSError):  # only a hint for recovery: never fail an index over it
-            partial.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-            os.replace(partial, path)
+        """Record beside the embedded store what it was built from (`manifest`)."""
+        if not self.settings.chroma_host:
+            write_manifest(Path(self.settings.index_dir), collection.name, collection.metadata or {})
 
     # -- writing -----------------------------------------------------------------------------
 

@@ -11,8 +11,7 @@ questions. Each cell is decided on one paper's own sentences, like a single-pape
   the asked quantity (a speedup does not answer "how much memory does it save").
 The model does not number the sentence its answer comes from: a 1.5B model often numbered the
 wrong one (the application moved the quote anyway), and the grammar's forced characters of that
-field cost about 0.25 s a cell. Without it, on the table evaluation, cells took 1.05 s instead of
-1.3-1.55 s (p50) and were more often right (0.870 against 0.848).
+field slowed every cell (the evaluation README, "Constants").
 The chosen sentences become the cell's verbatim, contiguous quote (`Citation.spans`).
 The prompt puts one paper's sentences before the question, so the columns of one paper share the
 model's cached prefix and each further column reads only its own question.
@@ -46,9 +45,8 @@ SENTENCES_PER_COLUMN = 2  # a paper's best sentences for each column, beside tho
 MAX_CELL_SENTENCES = 5  # the most sentences of a long abstract the model reads for a row
 MAX_ROW_TOKENS = 600  # an abstract up to this long is read whole (all of the bundled ones are)
 CELL_ANSWER_TOKENS = 64
-# A cell's answer is cut here by the grammar: at 90 characters the model went on past the figure
-# asked for, and the Vegas speedup cell took 3.2-3.8 s instead of 1.7-2.0 s (table evaluation:
-# the same cells right, 0.870).
+# A cell's answer is cut here by the grammar: with more room the model goes on past the figure
+# asked for, which costs time and adds nothing to the cell (the evaluation README, "Constants").
 CELL_ANSWER_CHARS = 60
 _DECLINE = re.compile(r"^\W*(?:none|n/?a|not (?:stated|mentioned|given|specified|provided|available)|unknown|unclear|"
                       r"no (?:answer|information|mention))\b", re.IGNORECASE)
@@ -219,7 +217,7 @@ class TableBuilder:
         """The cell's prompt: the instructions, then the paper's numbered sentences, then the question
         (last, so that everything before it is shared by the row's columns and kept across tables)."""
         # Numbered, though the model no longer names a sentence: unnumbered lines made it decline
-        # more answers the abstract gives (table evaluation: "not stated" right 0.913, cells 0.826).
+        # more answers the abstract gives (the evaluation README, "Constants").
         numbered = "\n".join(f"({n}) {sentences.clean[i]}" for n, i in enumerate(shown, start=1))
         return [
             {"role": "system", "content": self.prompts.table_system.format()},

@@ -42,16 +42,16 @@ TOPIC_FEATURES = ("relevance", "relevance - best", "sentence logit", "sentence l
 # finds at least TOPIC_JUDGE_FLOOR likely (4-5 per question, against 10 read by the cross-encoder)
 # "Is this paper about <topic>?", with the paper's whole abstract as a question about it opens its
 # prompt (a kept paper is not read again). Its log-odds of "yes" against "no", also as the distance
-# from the best candidate's, join the features of a second regression fitted the same way. The
-# model's odds alone ranked the candidates better than any other feature (ROC AUC 0.97 against 0.91
-# for the cross-encoder's reading of the abstract, over 544 candidates of the topic questions and tables).
+# from the best candidate's, join the features of a second regression fitted the same way (the
+# model's odds alone rank candidates better than any other feature: the evaluation README, "Constants").
 TOPIC_JUDGE_FLOOR = 0.05
 TOPIC_JUDGED_FEATURES = (*TOPIC_FEATURES, "model log-odds", "model log-odds - best")
 ODDS_CLIP = 10.0  # log-odds beyond this say no more: a paper is plainly on or off the topic
 Judge = Callable[[Passage], float | None]
 
 TOPIC_SENTENCES_READ = 3
-# No paper of the evaluation's topic questions (39, 94 gold papers) had a relevance under 0.75.
+# Below this relevance a candidate is not read for a topic: below what any gold paper of the
+# evaluation's topics reaches (the evaluation README, "Constants").
 TOPIC_RELEVANCE_FLOOR = 0.7
 UNRELATED_LOGIT = -12.0
 Rerank = Callable[[str, Sequence[str]], np.ndarray]

@@ -29,9 +29,8 @@ from .slots import read_question
 from .types import Answer, Citation, Passage
 from .wording import stems
 
-# Some sentence of the candidates must say the topic clearly: on off-topic questions ("spiking
-# neural networks", "watermarking") the best sentence reaches 0.39; on all but one of the
-# evaluation set's topic and multi-paper questions it is 0.59 or more.
+# Some sentence of the candidates must say the topic clearly (cosine similarity): between what
+# off-topic questions reach and what topic questions reach (the evaluation README, "Constants").
 TOPIC_PRESENT = 0.45
 RELATED_MAX = 5
 PHRASE_CHARS = 80

@@ -162,8 +162,7 @@ def main() -> int:
     if args.reuse:
         data = {name: json.loads((CACHE / f"{name}.json").read_text()) for name in [*SETS, "claims"]}
     else:
-        api.Fitted.load = staticmethod(lambda *a, **k: neutral())  # type: ignore[method-assign]
-        with api.Assistant.from_settings() as a:
+        with api.Assistant.from_settings(fitted=neutral()) as a:
             data = {name: collect(a, path, sentences=name == "own") for name, path in SETS.items() if path.is_file()}
             data["claims"] = claim_odds(a)
         for name, rows in data.items():

@@ -69,9 +69,9 @@ def features(a: Assistant, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each topic's candidates (as `TopicLister.choose` retrieves them) and their features."""
     engine = a.engine
     for item in items:
-        vector = engine._encode([item["topic"]])[0]
+        vector = engine.encode([item["topic"]])[0]
         candidates = a.retriever.retrieve(item["topic"], k=a.settings.topic_candidates, embedding=vector.tolist())
-        rows = topic_choice.topic_features(item["topic"], vector, candidates, engine.sentences, engine.rerank)
+        rows = topic_choice.topic_features(item["topic"], vector, candidates, engine.sentences, engine.topics.rerank)
         item.update(x=np.array([f for _, _, f in rows]), ids=[p.paper.id for p, _, _ in rows],
                     passages=[p for p, _, _ in rows], y=np.array([p.paper.id in item["gold"] for p, _, _ in rows]))
     return items

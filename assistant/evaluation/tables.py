@@ -3,7 +3,7 @@
 eval/tables.jsonl (written by hand from the abstracts) holds, per topic, its complete set of
 gold papers and column questions whose gold cell for each gold paper is a list of facts (any one
 of which the cell's answer must state) or null ("not stated in the abstract"). Two measurements:
-  * rows: the papers `Assistant.tables.topic_rows` chooses for the topic, against its gold papers
+  * rows: the papers `Assistant.topic_rows` chooses for the topic, against its gold papers
     (recall and precision; the model weighs the likely candidates, as for a topic question), and the
     recall of the rows and the "possibly related" papers together;
   * cells: `Assistant.table` over the gold papers (so that a missed row does not hide its cells):
@@ -62,7 +62,7 @@ def run_tables(assistant: Any, items: Sequence[dict[str, Any]], cells: bool = Tr
     abstracts = {p.id: p.abstract for p in assistant.papers}
     for done, item in enumerate(items, start=1):
         gold = [paper_key(g["source"], g["ordinal"]) for g in item["gold"]]
-        rows, related = assistant.tables.topic_rows(item["topic"])
+        rows, related = assistant.topic_rows(item["topic"])
         chosen = [row.paper.id for row in rows]
         also = [row.paper.id for row in related]
         result: dict[str, Any] = {"id": item["id"], "topic": item["topic"], "gold": gold, "chosen": chosen,

@@ -19,6 +19,7 @@ import numpy as np
 from ..config import Settings, is_loopback
 from ..errors import LLMError, LLMTimeoutError, LLMUnavailableError
 from ..text import shorten
+from .backend import backend_of, openai_model
 from .server import LocalServer
 from .weights import PACKAGED_MODEL_ALIAS, PACKAGED_MODEL_NAME, Progress, ensure_gguf, say
 
@@ -337,9 +338,8 @@ def _cause(exc: BaseException) -> str:
     return shorten(str(root) or type(root).__name__)
 
 
-
 # ---------------------------------------------------------------------------------------
-# Backend selection
+# Connecting to the chosen backend
 # ---------------------------------------------------------------------------------------
 
 
@@ -347,27 +347,24 @@ def connect(settings: Settings, progress: Progress | None = None, notify: Progre
     """The LLM chosen by settings; for the local backend this assembles and starts the model.
 
     `progress` hears the loading steps; `notify` what happens later that a user should know (the local
-    server restarted in its CPU fallback after a crash); it defaults to `progress`.
-
-    Precedence: `llm_backend="openai"` (OpenAI, or an OpenAI-style proxy at `llm_base_url`,
-    key required); else `llm_backend="server"` or `llm_base_url` set (any compatible server);
-    else the embedded model.
+    server restarted in its CPU fallback after a crash); it defaults to `progress`. Which model:
+    `backend_of`.
     """
     common = {
         "timeout": settings.llm_timeout,
         "max_tokens": settings.max_answer_tokens,
         "temperature": settings.temperature,
     }
-    if settings.llm_backend == "openai":
+    backend = backend_of(settings)
+    if backend == "openai":
         key = settings.llm_api_key or os.environ.get("OPENAI_API_KEY")
         if not key:
             raise LLMError("ASSISTANT_LLM_BACKEND=openai needs an API key: set OPENAI_API_KEY or ASSISTANT_LLM_API_KEY.")
-        model = "gpt-4o-mini" if settings.llm_model == "local" else settings.llm_model
         return LLM(
-            base_url=settings.llm_base_url, model=model, api_key=key,
+            base_url=settings.llm_base_url, model=openai_model(settings), api_key=key,
             unreachable_hint="Check your network connection or ASSISTANT_LLM_BASE_URL.", **common,
         )
-    if settings.llm_backend == "server" or settings.llm_base_url:
+    if backend == "server":
         if not settings.llm_base_url:
             raise LLMError("ASSISTANT_LLM_BACKEND=server needs ASSISTANT_LLM_BASE_URL (e.g. http://127.0.0.1:8080/v1).")
         return LLM(

@@ -128,13 +128,7 @@ def _header(assistant: Any, settings: Settings) -> str:
 def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
     """The chat UI for `assistant` (launch with `app.launch(**launch_options())`, or use `serve`)."""
     board = StatusBoard()
-    previous = assistant.notify
-
-    def notify(message: str) -> None:
-        board.post(message)
-        previous(message)
-
-    assistant.notify = notify
+    assistant.listen(board.post)
     controller = ChatController(assistant, settings, board)
     compare = CompareController(assistant)
     sources = list(assistant.sources)

@@ -101,7 +101,7 @@ class CompareController:
         """The papers on a typed topic (the same evidence as a "which papers are about …" question)."""
         notices: list[str] = []  # e.g. the model failed while weighing: the rule alone chose the papers
         try:
-            rows, related = self.assistant.tables.topic_rows(topic, notices=notices)
+            rows, related = self.assistant.topic_rows(topic, notices=notices)
         except AssistantError as exc:
             return gr.update(), job_status(str(exc), "error")
         if not rows:

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ..config import Settings, is_loopback
+from ..llm import backend_of, openai_model
 from .render import esc
 
 
@@ -32,20 +33,19 @@ class StatusBoard:
 
 def runs_offline(settings: Settings) -> bool:
     """True when neither the model, the embeddings nor the store are reached over the network."""
-    if settings.llm_backend == "openai" or settings.embedding.startswith("openai:"):
+    backend = backend_of(settings)
+    if backend == "openai" or settings.embedding.startswith("openai:"):
         return False
-    if (settings.llm_backend == "server" or settings.llm_base_url) and not is_loopback(
-        urlparse(settings.llm_base_url or "").hostname
-    ):
+    if backend == "server" and not is_loopback(urlparse(settings.llm_base_url or "").hostname):
         return False
     return settings.chroma_host is None or is_loopback(settings.chroma_host)
 
 
 def backend_label(settings: Settings) -> str:
-    if settings.llm_backend == "openai":
-        model = "gpt-4o-mini" if settings.llm_model == "local" else settings.llm_model
-        return f"{model} (OpenAI)"
-    if settings.llm_backend == "server" or settings.llm_base_url:
+    backend = backend_of(settings)
+    if backend == "openai":
+        return f"{openai_model(settings)} (OpenAI)"
+    if backend == "server":
         return f"{settings.llm_model} at {settings.llm_base_url}"
     if settings.gguf_path is not None:
         return f"{Path(settings.gguf_path).stem} (local)"
@@ -70,7 +70,7 @@ def model_status(assistant: Any, settings: Settings) -> str:
         if assistant.reading_ahead and done < total:
             state += f" · reading papers ahead when idle: {done}/{total}"
         name, css = getattr(llm, "name", backend_label(settings)), "ok"
-    elif settings.llm_backend == "local" and not settings.llm_base_url:
+    elif backend_of(settings) == "local":
         name, state, css = backend_label(settings), "starts on the first question", "idle"
     else:
         name, state, css = backend_label(settings), "connects on the first question", "idle"
