@@ -26,6 +26,13 @@ Encode = Callable[[list[str]], np.ndarray]
 # ASCII-only boundaries: in Chinese text a number or name sits right next to other letters.
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(\d+(?:[.,]\d+)*)(\s?%|[KMBkmb×x](?![A-Za-z])|×)?")
 _TERM = re.compile(r"(?<![A-Za-z0-9_-])([A-Za-z][A-Za-z0-9^]*(?:-[A-Za-z0-9]+)*)(?![A-Za-z0-9_-])")
+# Offsets from the support threshold. A question is compared with a sentence the way a claim is, but
+# question-to-sentence similarity runs lower than claim-to-sentence, so a sentence closest to the
+# question quotes a cited paper this far below the threshold.
+QUESTION_SUPPORT_OFFSET = 0.25
+# A claim whose every name and number is in the cited paper needs this much less similarity.
+ALL_TERMS_SUPPORT_OFFSET = 0.15
+TERM_BONUS = 0.1  # each name or number of the claim found in the cited paper adds this to the similarity
 
 
 @dataclass
@@ -230,7 +237,7 @@ def _named_papers(
             continue
         similarities = source.vectors @ query_vector
         best = int(np.argmax(similarities))
-        if similarities[best] >= threshold - 0.25:  # question-to-sentence similarity runs lower than claim-to-sentence
+        if similarities[best] >= threshold - QUESTION_SUPPORT_OFFSET:
             claim.cited.append(number)
             claim.quotes[number] = best
             claim.scores[number] = float(similarities[best])
@@ -272,8 +279,8 @@ def _judge(
         if vector is not None:
             similarities = source.vectors @ vector
             best = int(np.argmax(similarities))
-            score = float(similarities[best]) + 0.1 * hits
-            if score >= threshold or (total and hits == total and score >= threshold - 0.15):
+            score = float(similarities[best]) + TERM_BONUS * hits
+            if score >= threshold or (total and hits == total and score >= threshold - ALL_TERMS_SUPPORT_OFFSET):
                 support[number] = (score, best)
         elif number in in_range or (total and hits == total):
             # Non-English sentence: the MiniLM model cannot compare it with English text, so

@@ -7,6 +7,7 @@ the same plain text split into the same sentences, so these rules live in one pl
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 # LaTeX commands whose argument is kept as plain text.
 _TEXT_COMMANDS = r"textbf|textit|emph|text|mathrm|mathbf|mathit|mathcal|mathbb|widetilde|tilde|hat|bar|url|operatorname"
@@ -46,14 +47,11 @@ def clean_markup(text: str) -> str:
     return re.sub(r"\s+", " ", out).strip()
 
 
-# Words that look like names but are not a paper's own method.
-NOT_NAMES = {
-    "LLM", "LLMs", "AI", "RL", "SOTA", "CNN", "CNNs", "KV", "GPU", "GPUs", "MoE", "ICL", "UQ",
-    "We", "Our", "This", "The", "In", "To", "A", "An", "It", "However", "Transformer", "Transformers",
-    "RAG", "MLLMs", "MLLM", "LVLMs", "LVLM", "DiTs", "DiT", "BGs", "TDD", "RLVR", "STEM", "ML", "NLP",
-    "FCL", "GFT", "RS", "ERM", "SGD", "LLaMA", "Qwen", "GPT", "ImageNet", "CIFAR", "Shapley", "Markov",
-    "Monte", "Carlo", "Boltzmann", "Earth", "Lp", "TPR", "FPR", "OOD", "MDP", "MDPs", "VLM", "VLMs",
-}
+# Words that look like names but are not a paper's own method (a word list kept as data).
+NOT_NAMES = frozenset(
+    line.strip() for line in (Path(__file__).resolve().parent / "data" / "not_names.txt").read_text(encoding="utf-8").splitlines()
+    if line.strip() and not line.startswith("#")
+)
 
 # Chinese (Han) characters, and with kana and hangul all CJK ones: a question in one of these
 # scripts is answered in it.
