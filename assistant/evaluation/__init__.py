@@ -7,7 +7,7 @@ It drives the system through its public API alone, so what it measures is what a
   * `harness` — `run_eval`, one result per question;
   * `report` — `summarize`, `format_table`, `coverage_curve`, `write_report`;
   * `gate` — `check` against eval/baseline.json and `baseline_section`.
-The `assistant eval` subcommand lives in `assistant.cli`.
+The `assistant eval` subcommand lives in `assistant.cli.evaluate`.
 """
 
 from .dataset import BASELINE_PATH, QUESTIONS_PATH, REPORTS_DIR, TYPES, UNANSWERABLE, load_questions, paper_key, select_questions

@@ -1,4 +1,4 @@
-"""The chat client: one `LLM` class speaking the OpenAI chat API, and `connect` choosing the backend.
+"""The chat client: one `LLM` class speaking the OpenAI chat API, and `connect` to the backend the settings choose.
 
 The only module that imports `openai`. Backends: the embedded model (`weights` + `server`),
 any OpenAI-compatible server (`ASSISTANT_LLM_BASE_URL`), or OpenAI itself. Every failure of
