@@ -1,4 +1,5 @@
-"""The benchmark script runs end to end on the product's public seams (a small run, no model, no server).
+"""The benchmark (`python -m eval.bench`) runs end to end on the product's public seams (a small
+run, no model, no server).
 
 It reads the stage timings the product reports itself; a renamed seam fails here instead of
 silently measuring nothing.
@@ -16,9 +17,9 @@ from assistant.config import PROJECT_ROOT
 
 def test_a_small_benchmark_run_reports_index_stages_and_retrieval_parts(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, str(PROJECT_ROOT / "eval" / "bench.py"), "--n-synthetic", "20", "--queries", "5", "--embed-texts", "32",
+        [sys.executable, "-m", "eval.bench", "--n-synthetic", "20", "--queries", "5", "--embed-texts", "32",
          "--skip-llm", "--skip-server", "--no-fresh-process", "--report-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
