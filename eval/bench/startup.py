@@ -9,11 +9,12 @@ import sys
 import time
 from typing import Any
 
-from assistant.api import Assistant, parse_cache
+from assistant.api import Assistant
 from assistant.config import Settings
 from assistant.embed import make_embedder
 from assistant.index import corpus_fingerprint
 from assistant.load import load_papers
+from assistant.opening import parse_cache
 from assistant.retrieve import HybridRetriever, build_bm25, load_bm25
 from assistant.store import Store
 
