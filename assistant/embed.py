@@ -22,8 +22,8 @@ from .offline import onnx_model, packaged_file
 MINILM_NAME = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_DIM = 384
 _MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on sequences up to 256 word pieces
-# Texts per ONNX run. Measured on 2 cores with ~110-token chunks: 8 -> 44 texts/s, 16 -> 42,
-# 32 -> 34, 64 -> 30; larger runs spill the CPU caches. Callers may pass any number of texts.
+# Texts per ONNX run: larger runs spill the CPU caches and embed fewer texts a second (the
+# evaluation README, "Constants"). Callers may pass any number of texts.
 _RUN_BATCH = 8
 _FILES = {
     # package, relative path, sha256
@@ -61,10 +61,6 @@ class MiniLMEmbedding(BaseEmbedding):
         if not texts:
             return np.zeros((0, MINILM_DIM), dtype=np.float32)
         return np.concatenate([self._run(texts[i : i + _RUN_BATCH]) for i in range(0, len(texts), _RUN_BATCH)])
-
-    def token_counts(self, texts: list[str]) -> list[int]:
-        """Word pieces of each text as the model reads it (after truncation, without padding)."""
-        return [sum(e.attention_mask) for e in self._tokenizer.encode_batch(texts)]
 
     def _run(self, texts: list[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch(texts)

@@ -441,11 +441,3 @@ class Store:
         for embedding, meta in zip(got["embeddings"], got["metadatas"]):
             vectors.setdefault(str(meta.get("paper_id")), []).append(list(embedding))
         return vectors
-
-    def query(self, embedding: list[float], n: int, where: dict[str, Any] | None = None) -> dict[str, Any]:
-        """A bare Chroma query, used by the benchmark as the baseline for retrieval overhead."""
-        collection = self._active_or_raise()
-        return self._call(
-            "query", collection.query, query_embeddings=[embedding], n_results=n, where=where,
-            include=["documents", "metadatas", "distances"],
-        )

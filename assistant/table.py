@@ -243,11 +243,6 @@ class TableBuilder:
     def _keep(self, paper: Paper, sentences: Sentences) -> dict[str, Any] | None:
         return self.llm().keep_prefix(self._messages(paper, sentences, list(range(len(sentences.clean))), ""))
 
-    def warm_up(self) -> None:
-        """Have the model read the table instructions once (kept in its prompt cache)."""
-        self.llm().chat([{"role": "system", "content": self.prompts.table_system.format()},
-                         {"role": "user", "content": "Ready?"}], max_tokens=1)
-
 
 def _read_whole(sentences: Sentences) -> bool:
     """Whether a row reads the paper's whole abstract (the same prompt in every table, so kept)."""

@@ -26,7 +26,8 @@ def measure_embedding(embedder: Any, texts: list[str], batch: int) -> dict[str, 
         out[f"{label}_seconds"] = r(seconds, 3)
         out[f"{label}_texts_per_s"] = r(len(order) / seconds, 1)
     out["texts_per_s"] = out["sorted_texts_per_s"]
-    counts = embedder.token_counts(texts[:256])
+    # Word pieces as the model reads them (its own tokenizer: after truncation, without padding).
+    counts = [sum(e.attention_mask) for e in embedder._tokenizer.encode_batch(texts[:256])]
     out["mean_wordpiece_tokens"] = round(sum(counts) / len(counts), 1)
     return out
 

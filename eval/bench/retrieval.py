@@ -46,7 +46,7 @@ def measure_retrieval(a: Assistant, questions: list[str], k: int = 5) -> dict[st
         text_collection.query(query_texts=[q], n_results=n)
     parts = ("query_embedding", "dense", "keyword", "fuse")
     times: dict[str, list[float]] = {
-        name: [] for name in ("retrieve", *parts, "chroma_text_query", "bare_chroma", "store_query")
+        name: [] for name in ("retrieve", *parts, "chroma_text_query", "bare_chroma")
     }
     for q in questions:
         spent: dict[str, float] = {}
@@ -65,9 +65,6 @@ def measure_retrieval(a: Assistant, questions: list[str], k: int = 5) -> dict[st
         collection.query(query_embeddings=[vector], n_results=n, include=["documents", "metadatas", "distances"])
         times["bare_chroma"].append(time.perf_counter() - mark)
 
-        mark = time.perf_counter()
-        a.store.query(vector, n)
-        times["store_query"].append(time.perf_counter() - mark)
     out: dict[str, Any] = {"queries": len(questions), "k": k, "candidates": n}
     out.update({name: stats_ms(values) for name, values in times.items()})
     bare = out["bare_chroma"]["p50_ms"]
@@ -85,7 +82,6 @@ def print_retrieval(res: dict[str, Any], label: str) -> None:
     say(f"    Assistant.retrieve()          {fmt_ms(res['retrieve'])}")
     say(f"    Chroma text query (same model) {fmt_ms(res['chroma_text_query'])}")
     say(f"    bare chromadb query           {fmt_ms(res['bare_chroma'])}")
-    say(f"    Store.query                   {fmt_ms(res['store_query'])}")
     say("    its parts, as retrieve() reports them:")
     say(f"      query embedding             {fmt_ms(res['query_embedding'])}")
     say(f"      dense side via llama-index  {fmt_ms(res['dense'])}")
