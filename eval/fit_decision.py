@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 import assistant  # noqa: E402,F401  (offline environment first)
 from assistant import api  # noqa: E402
-from assistant.evaluation.dataset import load_questions, paper_key  # noqa: E402
+from assistant.evaluation.dataset import load_questions, paper_key, read_jsonl  # noqa: E402
 from assistant.evaluation.metrics import fact_found  # noqa: E402
 from assistant.judge import DECISION_FEATURES, Fitted, Rule  # noqa: E402
 from assistant.kinds import DATA  # noqa: E402
@@ -102,8 +102,7 @@ def claim_odds(a: Any) -> list[dict[str, Any]]:
     engine = a.engine
     by_place = {(p.source, p.ordinal): p for p in a.papers}
     out = []
-    for line in CLAIMS.read_text(encoding="utf-8").splitlines():
-        c = json.loads(line)
+    for _, c in read_jsonl(CLAIMS, {"source", "ordinal", "label", "claim"}):
         ask = engine.prompter.about(by_place[(c["source"], c["ordinal"])])
         out.append({"label": c["label"], "odds": engine.judge._yes_odds(ask(engine.prompts.judge_claim.format(statement=c["claim"])))})
     return out

@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 import assistant  # noqa: E402,F401  (offline environment first)
 from assistant.embed import MiniLMEmbedding  # noqa: E402
+from assistant.evaluation.dataset import read_jsonl  # noqa: E402
 from assistant.kinds import DATA, KINDS, vectorizer  # noqa: E402
 
 # Evaluation types whose kind is plain; the others (paraphrase: a detail or a paper; follow-ups,
@@ -35,7 +36,7 @@ HELD_OUT = {"heldout": ROOT / "eval" / "heldout.jsonl", "external": ROOT.parent 
 
 
 def labelled(path: Path) -> list[tuple[str, str]]:
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [q for _, q in read_jsonl(path, {"question", "type"})]
     return [(q["question"], KIND_OF_TYPE[q["type"]]) for q in rows
             if q["type"] in KIND_OF_TYPE and not re.search(r"[\u3400-\u9fff]", q["question"])]
 
@@ -54,7 +55,7 @@ def figures(truth: list[str], predicted: list[str]) -> dict[str, object]:
 
 
 def main() -> int:
-    examples = [json.loads(line) for line in (ROOT / "eval" / "kinds.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    examples = [e for _, e in read_jsonl(ROOT / "eval" / "kinds.jsonl", {"text", "kind"})]
     train = [(e["text"], e["kind"]) for e in examples] + labelled(ROOT / "eval" / "questions.jsonl")
     texts, kinds = [t for t, _ in train], [k for _, k in train]
     embedder = MiniLMEmbedding()

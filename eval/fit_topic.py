@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 import assistant  # noqa: E402,F401  (offline environment first)
 from assistant import topic_choice  # noqa: E402
 from assistant.api import Assistant  # noqa: E402
-from assistant.evaluation.dataset import paper_key  # noqa: E402
+from assistant.evaluation.dataset import paper_key, read_jsonl  # noqa: E402
 from assistant.kinds import DATA  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -47,10 +47,7 @@ C = 0.3
 def topics(a: Assistant, path: Path, tables: bool = False) -> list[dict[str, Any]]:
     """(id, kind, topic, gold ids) for the topics of a question or table set."""
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        item = json.loads(line)
+    for _, item in read_jsonl(path, {"id", "gold", "topic"} if tables else {"id", "gold", "type", "question"}):
         gold = {paper_key(g["source"], g["ordinal"]) for g in item["gold"]}
         if tables:
             out.append({"id": item["id"], "kind": "table", "topic": item["topic"], "gold": gold})

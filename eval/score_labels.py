@@ -13,7 +13,6 @@ so the line shows what the labels add.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from assistant import Assistant, Settings  # noqa: E402
-from assistant.evaluation.dataset import paper_key  # noqa: E402
+from assistant.evaluation.dataset import paper_key, read_jsonl  # noqa: E402
 from assistant.wording import stems  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -55,7 +54,7 @@ def main() -> int:
     parser.add_argument("--show", action="store_true", help="print every paper's label and derived title")
     args = parser.parse_args()
     settings = Settings(**({"index_dir": args.index_dir} if args.index_dir else {}))
-    hand = {paper_key(r["source"], r["ordinal"]): r for r in map(json.loads, (HERE / "labels.jsonl").read_text(encoding="utf-8").splitlines())}
+    hand = {paper_key(r["source"], r["ordinal"]): r for _, r in read_jsonl(HERE / "labels.jsonl", {"source", "ordinal"})}
     with Assistant.from_settings(settings) as a:
         papers = [p for p in a.papers if p.id in hand]
     written = [p for p in papers if p.display]
