@@ -21,7 +21,7 @@ from .measure import CpuMeter
 from .report import Report
 
 if TYPE_CHECKING:
-    from .chroma_server import ChromaServer
+    from .chroma_process import ChromaServer
 
 
 def llm_server_of(a: Assistant) -> Any:
