@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import free_port, running_server
+from conftest import ARM, FEDERATED, ISA, VEGAS, bundled_papers, free_port, running_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
 SCREENSHOTS = Path(__file__).parent / "screenshots"
 PROJECT = Path(__file__).resolve().parent.parent
 ANSWER_TIMEOUT_MS = 240_000
-VEGAS_QUESTION = "Against default vLLM, what throughput speedup is reported for Vegas?"
+VEGAS_QUESTION = f"Against default vLLM, what throughput speedup is reported for {VEGAS}?"
 ISA_QUESTION = "Which paper brings sparse attention to editing videos in context?"
 
 pytestmark = pytest.mark.browser
@@ -53,12 +53,13 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def server(shared_index_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`python -m assistant serve` on a free loopback port, stopped by pid afterwards. It serves its own
-    copy of the index: reading ahead while idle, it writes the papers' labels beside it."""
+def server(bundled_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`python -m assistant serve` over the bundled collection on a free loopback port, stopped by pid
+    afterwards. It serves its own copy of the index: reading ahead while idle, it writes the papers'
+    labels beside it."""
     port = free_port()
     folder = tmp_path_factory.mktemp("ui-server")
-    index = shutil.copytree(shared_index_dir, folder / "index")
+    index = shutil.copytree(bundled_index, folder / "index")
     log_path = folder / "server.log"
     url = f"http://127.0.0.1:{port}/"
     command = [sys.executable, "-m", "assistant", "serve", "--host", "127.0.0.1", "--port", str(port),
@@ -129,15 +130,16 @@ def test_question_streams_an_answer_with_its_source_card(server: str, browser: A
         # The papers being read are on screen before the answer is, then the cited sources replace them.
         reading = page.wait_for_selector("#sources h3.src-heading:text-is('Reading')", timeout=ANSWER_TIMEOUT_MS)
         evidence = time.monotonic() - started
-        assert reading is not None and "Vegas" in page.inner_text("#sources")
+        assert reading is not None and VEGAS in page.inner_text("#sources")
         first_words(page)
         first = time.monotonic() - started
         answered(page)
         card = page.wait_for_selector("#sources .src-card", timeout=ANSWER_TIMEOUT_MS)
         total = time.monotonic() - started
         assert card is not None and card.get_attribute("id") == "src-1-1"
-        assert "Vegas" in card.inner_text(), card.inner_text()
-        assert "001_65baa146f2004b22.txt" in card.inner_text() and "#6" in card.inner_text()
+        vegas = bundled_papers()[VEGAS]
+        assert VEGAS in card.inner_text(), card.inner_text()
+        assert vegas.source in card.inner_text() and f"#{vegas.ordinal}" in card.inner_text()
         assert page.locator("#sources .src-card mark").count() >= 1
         # The answer's [1] badge links to that card; the draft was replaced by the verified text.
         answer = page.locator("#chat a.cite[href='#src-1-1']")
@@ -178,7 +180,7 @@ def test_two_users_are_queued_and_kept_apart(server: str, browser: Any) -> None:
         answered(second)
         second_done = time.monotonic() - started
         save(second, "two-users-second-answered.png")
-        assert "ISA" in second.inner_text("#sources")
+        assert ISA in second.inner_text("#sources")
         # Each page shows only its own conversation.
         assert VEGAS_QUESTION not in second.inner_text("#chat")
         assert ISA_QUESTION not in first.inner_text("#chat")
@@ -196,13 +198,14 @@ def test_retrieval_only_and_paper_browser(server: str, browser: Any) -> None:
         started = ask(page, ISA_QUESTION)
         page.wait_for_selector("#sources .src-card", timeout=30_000)
         elapsed = time.monotonic() - started
-        assert "ISA" in page.inner_text("#sources .src-card >> nth=0")
+        assert ISA in page.inner_text("#sources .src-card >> nth=0")
         assert page.locator("#sources .src-card").count() == 5
         save(page, "retrieval-only.png")
         page.get_by_role("tab", name="Browse papers").click()
         page.click("#paper-search textarea, #paper-search input")
         page.keyboard.type("sparse attention", delay=20)
-        page.wait_for_function("() => document.querySelector('.paper-count').innerText.includes('of 57')", timeout=10_000)
+        total = len(bundled_papers())
+        page.wait_for_function(f"() => document.querySelector('.paper-count').innerText.includes('of {total}')", timeout=10_000)
         page.locator(".paper-row summary").first.click()
         save(page, "paper-browser.png")
         assert external == []
@@ -218,13 +221,13 @@ def test_a_topic_group_becomes_a_table_that_fills_and_exports(server: str, brows
         page.get_by_role("tab", name="Browse papers").click()
         page.click("#browse-group input")
         page.locator("ul[role=listbox] li", has_text="attention").first.click()
-        page.wait_for_function("() => document.querySelector('#paper-list').innerText.includes('Vegas')", timeout=10_000)
+        page.wait_for_function(f"() => document.querySelector('#paper-list').innerText.includes('{VEGAS}')", timeout=10_000)
         page.click("#to-compare")
-        page.wait_for_selector("#table-papers :text('Vegas')", timeout=10_000)
+        page.wait_for_selector(f"#table-papers :text('{VEGAS}')", timeout=10_000)
         # Keep two papers, so the real model fills two cells.
         for _ in range(20):
             others = [c for c in page.locator("#table-papers .token").all()
-                      if not c.inner_text().startswith(("Vegas", "ARM"))]
+                      if not c.inner_text().startswith((VEGAS, ARM))]
             if not others:
                 break
             others[0].locator(".token-remove").click()
@@ -246,7 +249,7 @@ def test_a_topic_group_becomes_a_table_that_fills_and_exports(server: str, brows
             page.click("#export-csv")
         saved = tmp_path / "table.csv"
         download.value.save_as(saved)
-        assert "Vegas" in saved.read_text(encoding="utf-8")
+        assert VEGAS in saved.read_text(encoding="utf-8")
         assert external == []
         record("table 2x1", {"complete_s": round(total, 1)})
     finally:
@@ -271,7 +274,8 @@ def test_a_typed_topic_fills_the_table_without_picking_papers_and_the_grid_fits(
         page.fill("#table-columns textarea", "Which dataset is the main result reported on?\nWhat does it improve over?")
         page.click("#fill-table")
         page.wait_for_selector("#table-status:has-text('questions in')", timeout=ANSWER_TIMEOUT_MS)
-        assert "FedUSD" in page.inner_text("#table-grid") and "FedUSD" in page.inner_text("#table-papers")
+        fedusd = FEDERATED[0]
+        assert fedusd in page.inner_text("#table-grid") and fedusd in page.inner_text("#table-papers")
         for width in (1440, 1024):
             page.set_viewport_size({"width": width, "height": 900})
             page.wait_for_timeout(300)

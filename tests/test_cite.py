@@ -1,27 +1,26 @@
-"""The citation verifier, on hand-written drafts against real abstracts and the real embedder."""
+"""The citation verifier, on hand-written drafts against real abstracts (the tests' corpus) and the real embedder."""
 
 from __future__ import annotations
 
 import pytest
 
 from assistant.cite import Source, has_number, numbers_in, sentence_pairs, split_answer, verify
-from assistant.config import BUNDLED_CORPUS
 from assistant.drafts import copied
-from assistant.load import load_papers
+from conftest import ISA, UPIPE, VEGAS, corpus_papers
 
 THRESHOLD = 0.55
 
 
 @pytest.fixture(scope="module")
 def papers():
-    return {p.title: p for p in load_papers(sorted(BUNDLED_CORPUS.glob("*.txt")))}
+    return corpus_papers()
 
 
 @pytest.fixture(scope="module")
 def sources(papers, embedder):
     """[1] ISA (sparse attention for video editing), [2] Vegas (long-context decoding)."""
     made = []
-    for number, title in enumerate(["ISA", "Vegas"], start=1):
+    for number, title in enumerate([ISA, VEGAS], start=1):
         raw, clean = sentence_pairs(papers[title])
         made.append(Source(number, papers[title], raw, clean, embedder.encode(clean)))
     return made
@@ -34,36 +33,36 @@ def check(sources, embedder):
 
 
 def test_a_correct_citation_is_kept_with_a_verbatim_quote(check, papers):
-    result = check("Vegas improves decoding throughput by 1.25× to 2.81× over default vLLM [2].")
+    result = check(f"{VEGAS} improves decoding throughput by 1.25× to 2.81× over default vLLM [2].")
     assert [c.marker for c in result.citations] == [2]
     citation = result.citations[0]
-    assert citation.paper.title == "Vegas"
-    assert citation.quote in papers["Vegas"].abstract
+    assert citation.paper.title == VEGAS
+    assert citation.quote in papers[VEGAS].abstract
     assert "2.81" in citation.quote
     assert result.flagged == [] and result.text.count("1.25") == 1
 
 
 def test_a_citation_carries_the_strength_of_its_support(check):
-    close = check("Vegas improves decoding throughput by 1.25× to 2.81× over default vLLM [2].").citations[0]
-    loose = check("Vegas is a method that makes decoding faster [2].").citations[0]
+    close = check(f"{VEGAS} improves decoding throughput by 1.25× to 2.81× over default vLLM [2].").citations[0]
+    loose = check(f"{VEGAS} is a method that makes decoding faster [2].").citations[0]
     assert close.support >= THRESHOLD
     assert close.support > loose.support > 0
 
 
 def test_a_citation_to_the_wrong_paper_is_moved_to_the_supporting_one(check):
-    result = check("Vegas improves decoding throughput by 1.25× to 2.81× over default vLLM [1].")
-    assert [(c.marker, c.paper.title) for c in result.citations] == [(2, "Vegas")]
+    result = check(f"{VEGAS} improves decoding throughput by 1.25× to 2.81× over default vLLM [1].")
+    assert [(c.marker, c.paper.title) for c in result.citations] == [(2, VEGAS)]
     assert "[2]" in result.text and "[1]" not in result.text
 
 
 def test_an_out_of_range_marker_is_dropped_and_the_claim_attributed(check):
-    result = check("ISA applies sparse attention to in-context video editing [7].")
+    result = check(f"{ISA} applies sparse attention to in-context video editing [7].")
     assert "[7]" not in result.text
-    assert [c.paper.title for c in result.citations] == ["ISA"]
+    assert [c.paper.title for c in result.citations] == [ISA]
 
 
 def test_a_number_in_no_abstract_is_flagged_and_removed(check):
-    result = check("Vegas reaches an acceptance rate of 97.3% [2].")
+    result = check(f"{VEGAS} reaches an acceptance rate of 97.3% [2].")
     assert result.citations == []
     assert "97.3" not in result.text
     assert any("97.3" in flag for flag in result.flagged)
@@ -71,8 +70,8 @@ def test_a_number_in_no_abstract_is_flagged_and_removed(check):
 
 def test_a_number_from_another_paper_is_not_credited_to_the_cited_one(check):
     # 2.81 is Vegas's figure: a sentence about ISA quoting it cannot cite ISA.
-    result = check("ISA reaches a 2.81× speedup on video editing [1].")
-    assert all(c.paper.title != "ISA" for c in result.citations)
+    result = check(f"{ISA} reaches a 2.81× speedup on video editing [1].")
+    assert all(c.paper.title != ISA for c in result.citations)
 
 
 def test_an_unsupported_sentence_is_never_presented_as_cited(check):
@@ -83,7 +82,7 @@ def test_an_unsupported_sentence_is_never_presented_as_cited(check):
 
 
 def test_a_sentence_without_a_marker_gets_one_when_a_source_supports_it(check):
-    result = check("Vegas targets the memory demands of the KV cache in long-context inference.")
+    result = check(f"{VEGAS} targets the memory demands of the KV cache in long-context inference.")
     assert [c.marker for c in result.citations] == [2]
 
 
@@ -104,7 +103,7 @@ def test_number_matching_respects_number_boundaries():
 
 
 def test_each_cited_paper_appears_once_in_the_citations(check):
-    result = check("ISA cuts attention cost for in-context video editing [1]. ISA uses sparse attention [1].")
+    result = check(f"{ISA} cuts attention cost for in-context video editing [1]. {ISA} uses sparse attention [1].")
     assert [c.marker for c in result.citations] == [1]
 
 
@@ -113,7 +112,7 @@ def test_a_draft_of_bare_markers_names_the_cited_papers_when_they_fit_the_questi
     known = " ".join(s.paper.text for s in sources)
     result = verify("[1] and [2].", sources, embedder.encode, THRESHOLD, known, query_vector=query)
     assert [c.marker for c in result.citations] == [1, 2]
-    assert "ISA [1]" in result.text and "Vegas [2]" in result.text
+    assert f"{ISA} [1]" in result.text and f"{VEGAS} [2]" in result.text
 
 
 def test_a_number_inside_chinese_text_is_still_checked(check):
@@ -123,17 +122,17 @@ def test_a_number_inside_chinese_text_is_still_checked(check):
 
 
 def test_a_chinese_sentence_with_the_papers_number_and_marker_is_cited(check):
-    result = check("Vegas 的解码吞吐量比 vLLM 高 1.25× 到 2.81× [2]。")
-    assert [c.paper.title for c in result.citations] == ["Vegas"]
+    result = check(f"{VEGAS} 的解码吞吐量比 vLLM 高 1.25× 到 2.81× [2]。")
+    assert [c.paper.title for c in result.citations] == [VEGAS]
 
 
 def test_a_short_answer_copied_from_one_sentence_is_taken_as_the_abstracts_own(papers):
-    _, clean = sentence_pairs(papers["UPipe"])
+    _, clean = sentence_pairs(papers[UPIPE])
     assert copied("up to 5M tokens for training 8B models", clean)
 
 
 def test_words_gathered_from_several_sentences_are_a_new_claim_to_judge(papers):
-    _, clean = sentence_pairs(papers["UPipe"])
-    statement = "UPipe reaches a training throughput of 25%."
-    assert all(w in papers["UPipe"].text.lower() for w in ("upipe", "training", "throughput", "25%"))
+    _, clean = sentence_pairs(papers[UPIPE])
+    statement = f"{UPIPE} reaches a training throughput of 25%."
+    assert all(w in papers[UPIPE].text.lower() for w in ("upipe", "training", "throughput", "25%"))
     assert not copied(statement, clean)

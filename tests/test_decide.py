@@ -1,6 +1,6 @@
 """The decision stage: what a question asks for, near misses, topic lists, fall-backs and quotes.
 
-Below the LLM: the real index and embedder, and where a model reply is needed the scripted
+Below the LLM: the real index of the tests' corpus and the real embedder, and where a model reply is needed the scripted
 OpenAI-compatible server (the model is a network service), so each case pins one decision.
 """
 
@@ -10,14 +10,15 @@ import json
 
 import pytest
 
-from assistant import Answer, Assistant
+from assistant import Answer
 from assistant.prompting import AnswerField
 from assistant.followups import conversation_query, refers_back
 from assistant.slots import adds_nothing, read_question, states
 from assistant.topic_choice import topic_parts
 from assistant.wording import question_names, sanitize, unknown_specifics
 
-from conftest import judging_model, make_settings
+from conftest import ARM, ECHO_ATTENTION, ISA, VEGAS
+from fakes import judging_model
 
 # -- what the question asks for --------------------------------------------------------------
 
@@ -186,26 +187,21 @@ def test_the_answer_field_streams_out_of_json_as_it_is_generated() -> None:
 
 # -- decisions made before the model ----------------------------------------------------------
 
-
-@pytest.fixture
-def scripted(shared_index_dir, scripted_llm):
-    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
-    with Assistant.from_settings(settings) as assistant:
-        yield assistant
+VIDEO_TOPIC = "Are there any papers about sparse attention for video?"  # the rule alone lists ISA and EchoAttention
 
 
 def test_a_detail_the_named_papers_abstract_never_gives_is_a_near_miss_without_a_draft(scripted, scripted_llm):
-    answer = scripted.ask("What batch size does Vegas draft with?")
+    answer = scripted.ask(f"What batch size does {VEGAS} draft with?")
     assert answer.refused and answer.status == "not_in_abstracts"
-    assert answer.text.startswith("The Vegas abstract [1] does not answer that question.")
-    assert [c.paper.title for c in answer.citations] == ["Vegas"], "what the abstract does say is cited"
+    assert answer.text.startswith(f"The {VEGAS} abstract [1] does not answer that question.")
+    assert [c.paper.title for c in answer.citations] == [VEGAS], "what the abstract does say is cited"
     assert any("does not give the batch size" in notice for notice in answer.notices), "what the word rules found"
     assert scripted_llm.requests == []
 
 
 def test_a_name_the_papers_abstract_never_mentions_is_a_near_miss(scripted, scripted_llm):
-    answer = scripted.ask("Tell me about Vegas. How does it compare with SGLang?")
-    assert answer.refused and "Vegas" in answer.text
+    answer = scripted.ask(f"Tell me about {VEGAS}. How does it compare with SGLang?")
+    assert answer.refused and VEGAS in answer.text
     assert any("does not mention SGLang" in notice for notice in answer.notices), (answer.notices, answer.text, answer.status)
     assert scripted_llm.requests == []
 
@@ -218,7 +214,7 @@ def test_a_which_paper_question_about_something_no_abstract_says_is_refused_when
 
 
 def test_a_which_paper_question_in_everyday_words_still_reaches_the_model(scripted, scripted_llm):
-    scripted_llm.queue("Vegas drafts tokens with a subset of its own KV cache [1].")
+    scripted_llm.queue(f"{VEGAS} drafts tokens with a subset of its own KV cache [1].")
     answer = scripted.ask("which paper makes LLM decoding faster by drafting tokens from its own cache and verifying them?")
     assert len(scripted_llm.requests) == 1 and answer.status == "answered"
 
@@ -234,11 +230,11 @@ def test_a_chinese_which_paper_question_the_model_declines_names_the_paper_in_a_
 
 def test_a_topic_question_lists_every_paper_on_it_each_with_its_sentence(scripted, scripted_llm):
     scripted_llm.queue("sparse attention for video")  # the model names the topic
-    answer = scripted.ask("Are there any papers about sparse attention for video?")
+    answer = scripted.ask(VIDEO_TOPIC)
     titles = [c.paper.title for c in answer.citations]
     assert answer.intent == "topic" and answer.status == "answered"
     assert answer.text.startswith(f"{len(titles)} papers in the collection are about sparse attention for video:")
-    assert {"ISA", "EchoAttention"} <= set(titles)
+    assert {ISA, ECHO_ATTENTION} <= set(titles)
     for citation in answer.citations:
         assert f"{citation.paper.title} [{citation.marker}]" in answer.text
         assert all(citation.paper.abstract[s.start: s.end] == s.text for s in citation.spans)
@@ -246,13 +242,10 @@ def test_a_topic_question_lists_every_paper_on_it_each_with_its_sentence(scripte
     assert len(scripted_llm.judged) == 1 and len(scripted_llm.requests) == 1 and scripted_llm.replies == []
 
 
-def test_a_topic_list_shows_possibly_related_papers_apart_and_does_not_cite_them(shared_index_dir, scripted_llm):
-    # A low floor for the second tier, so the papers just below the first are listed whatever the fit.
-    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted",
-                             related_threshold=0.001)
+@pytest.mark.settings(related_threshold=0.001)  # the papers just below the first tier are listed whatever the fit
+def test_a_topic_list_shows_possibly_related_papers_apart_and_does_not_cite_them(scripted, scripted_llm):
     scripted_llm.queue("sparse attention for video")
-    with Assistant.from_settings(settings) as assistant:
-        answer = assistant.ask("Are there any papers about sparse attention for video?")
+    answer = scripted.ask(VIDEO_TOPIC)
     cited = {c.paper.id for c in answer.citations}
     assert answer.related and not cited & {c.paper.id for c in answer.related}
     assert "Possibly related: " + "; ".join(c.paper.title for c in answer.related) in answer.text
@@ -261,18 +254,17 @@ def test_a_topic_list_shows_possibly_related_papers_apart_and_does_not_cite_them
 
 def test_a_topic_the_model_names_in_words_the_question_never_uses_is_read_from_the_question(scripted, scripted_llm):
     scripted_llm.queue("quantum chemistry of superconductors")
-    answer = scripted.ask("Are there any papers about sparse attention for video?")
+    answer = scripted.ask(VIDEO_TOPIC)
     assert "about sparse attention for video:" in answer.text
 
 
 def test_where_the_backend_gives_log_probabilities_the_models_odds_weigh_the_likely_papers(scripted, scripted_llm):
-    # The rule alone lists ISA and EchoAttention for this question (above); here the model says
-    # only ISA is about it.
+    # The model says only ISA is about it.
     scripted_llm.first_tokens = lambda messages: (
-        {"Yes": -0.05, "No": -3.0} if "[1] ISA:" in messages[-1]["content"] else {"No": -0.05, "Yes": -3.0})
+        {"Yes": -0.05, "No": -3.0} if f"[1] {ISA}:" in messages[-1]["content"] else {"No": -0.05, "Yes": -3.0})
     scripted_llm.queue("sparse attention for video")
-    answer = scripted.ask("Are there any papers about sparse attention for video?")
-    assert [c.paper.title for c in answer.citations] == ["ISA"]
+    answer = scripted.ask(VIDEO_TOPIC)
+    assert [c.paper.title for c in answer.citations] == [ISA]
     asked = [r for r in scripted_llm.judged if "Is this paper about" in r["messages"][-1]["content"]]
     assert len(asked) >= 2 and all("Is this paper about sparse attention for video?" in r["messages"][-1]["content"] for r in asked)
 
@@ -283,8 +275,8 @@ def test_a_model_that_fails_while_weighing_papers_leaves_the_rule_to_choose_and_
 
     scripted_llm.first_tokens = fail
     scripted_llm.queue("sparse attention for video")
-    answer = scripted.ask("Are there any papers about sparse attention for video?")
-    assert {"ISA", "EchoAttention"} <= {c.paper.title for c in answer.citations}
+    answer = scripted.ask(VIDEO_TOPIC)
+    assert {ISA, ECHO_ATTENTION} <= {c.paper.title for c in answer.citations}
     assert any("could not weigh the papers" in notice for notice in answer.notices)
     assert len(scripted_llm.judged) == 1  # not asked again for this list
 
@@ -293,15 +285,15 @@ def test_a_topic_list_leaves_out_papers_that_are_only_near_the_topic(scripted, s
     scripted_llm.queue("attention sparsity in video generators")
     answer = scripted.ask("anything on attention sparsity in video generators?")
     assert answer.intent == "topic"
-    assert sorted(c.paper.title for c in answer.citations) == ["EchoAttention", "ISA"]
+    assert sorted(c.paper.title for c in answer.citations) == sorted([ECHO_ATTENTION, ISA])
 
 
 # -- decisions made after the model -------------------------------------------------------------
 
 
 def test_a_sentinel_fragment_after_an_answer_is_removed(scripted, scripted_llm):
-    scripted_llm.queue("Vegas reaches 1.25×–2.81× over default vLLM [1]. Not_IN_SOURCES")
-    answer = scripted.ask("What speedup does Vegas reach over vLLM?")
+    scripted_llm.queue(f"{VEGAS} reaches 1.25×–2.81× over default vLLM [1]. Not_IN_SOURCES")
+    answer = scripted.ask(f"What speedup does {VEGAS} reach over vLLM?")
     assert answer.status == "answered" and "not_in_sources" not in answer.text.lower()
     assert "2.81" in answer.text
 
@@ -311,62 +303,61 @@ def test_when_the_model_declines_a_which_paper_question_the_evidence_answers_it(
     scripted_llm.queue("NOT_IN_SOURCES")
     answer = scripted.ask("I remember a paper that drafts tokens from part of its own KV cache and checks them. Which one?")
     assert answer.status == "answered" and not answer.refused
-    assert answer.citations[0].paper.title == "Vegas" and "Vegas" in answer.text
+    assert answer.citations[0].paper.title == VEGAS and VEGAS in answer.text
     assert any("model declined" in notice for notice in answer.notices)
 
 
 def test_a_count_answered_without_a_number_is_not_presented_as_an_answer(scripted, scripted_llm):
-    scripted_llm.queue("ARM selects memory slots with a Gumbel-Softmax [1].")
-    answer = scripted.ask("How many memory slots does ARM use?")
+    scripted_llm.queue(f"{ARM} selects memory slots with a Gumbel-Softmax [1].")
+    answer = scripted.ask(f"How many memory slots does {ARM} use?")
     assert answer.refused and answer.status == "not_in_abstracts"
-    assert "ARM" in answer.text and "does not" in answer.text
+    assert ARM in answer.text and "does not" in answer.text
 
 
 def test_a_draft_that_restates_the_question_is_replaced_by_the_sentence_naming_the_paper(scripted, scripted_llm):
     scripted_llm.first_tokens = judging_model(sentence=lambda content: True)  # the judge: it answers
     scripted_llm.queue("Drafts tokens using a subset of the KV cache chosen during verification [1].")
     answer = scripted.ask("Which paper drafts tokens using a subset of the KV cache chosen during verification?")
-    assert answer.status == "answered" and answer.text.startswith("This looks like Vegas [1]: “")
+    assert answer.status == "answered" and answer.text.startswith(f"This looks like {VEGAS} [1]: “")
     assert any("model declined" in notice for notice in answer.notices)
 
 
 def test_a_which_paper_answer_names_the_paper_the_model_called_source(scripted, scripted_llm):
     scripted_llm.queue("Source drafts tokens from a subset of its own KV cache, chosen during verification [1].")
     answer = scripted.ask("Which paper speeds up decoding by drafting with part of the model's own cache?")
-    assert answer.status == "answered" and answer.text.startswith("Vegas drafts tokens")
-    assert [c.paper.title for c in answer.citations] == ["Vegas"]
+    assert answer.status == "answered" and answer.text.startswith(f"{VEGAS} drafts tokens")
+    assert [c.paper.title for c in answer.citations] == [VEGAS]
 
 
 def test_a_comparison_cites_both_papers_even_when_the_draft_cites_one(scripted, scripted_llm):
-    scripted_llm.queue("Vegas drafts with a subset of the KV cache chosen during verification [1].")
-    answer = scripted.ask("What is the difference between ARM and Vegas in their use of the KV cache?")
+    scripted_llm.queue(f"{VEGAS} drafts with a subset of the KV cache chosen during verification [1].")
+    answer = scripted.ask(f"What is the difference between {ARM} and {VEGAS} in their use of the KV cache?")
     assert answer.intent == "comparison"
-    assert {"Vegas", "ARM"} <= {c.paper.title for c in answer.citations}
+    assert {VEGAS, ARM} <= {c.paper.title for c in answer.citations}
 
 
 def test_a_comparison_reads_only_the_two_papers_it_compares(scripted, scripted_llm):
-    scripted_llm.queue("ISA skips attention by its own rule [1], while EchoAttention reuses similar frame blocks [2].")
-    scripted.ask("Compare ISA and EchoAttention: how does each decide which attention to skip?")
+    scripted_llm.queue(f"{ISA} skips attention by its own rule [1], while {ECHO_ATTENTION} reuses similar frame blocks [2].")
+    scripted.ask(f"Compare {ISA} and {ECHO_ATTENTION}: how does each decide which attention to skip?")
     prompt = scripted_llm.messages()[-1]["content"]
     assert "[1]" in prompt and "[2]" in prompt and "[3]" not in prompt
 
 
 def test_quotes_are_contiguous_passages_and_separate_sentences_stay_apart(scripted, scripted_llm):
-    scripted_llm.queue("Vegas is a self-speculative decoding method [1]. Its code is public on GitHub [1].")
-    answer = scripted.ask("What is Vegas and is its code available?")
-    (vegas,) = [c for c in answer.citations if c.paper.title == "Vegas"]
+    scripted_llm.queue(f"{VEGAS} is a self-speculative decoding method [1]. Its code is public on GitHub [1].")
+    answer = scripted.ask(f"What is {VEGAS} and is its code available?")
+    (vegas,) = [c for c in answer.citations if c.paper.title == VEGAS]
     assert len(vegas.spans) == 2, "two sentences that are not adjacent are two passages"
     for span in vegas.spans:
         assert vegas.paper.abstract[span.start: span.end] == span.text
     assert vegas.quote == " … ".join(s.text for s in vegas.spans)
 
 
-def test_quote_first_streams_the_answer_and_quotes_the_sentences_the_model_picked(shared_index_dir, scripted_llm):
-    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted", answer_format="quote_first")
-    reply = {"evidence": ["1.8"], "answer": "Vegas reaches 1.25×–2.81× over default vLLM [1]."}
+@pytest.mark.settings(answer_format="quote_first")
+def test_quote_first_streams_the_answer_and_quotes_the_sentences_the_model_picked(scripted, scripted_llm):
+    reply = {"evidence": ["1.8"], "answer": f"{VEGAS} reaches 1.25×–2.81× over default vLLM [1]."}
     scripted_llm.queue(json.dumps(reply, ensure_ascii=False))
-    with Assistant.from_settings(settings) as assistant:
-        events = list(assistant.stream("What speedup does Vegas reach over vLLM?"))
+    events = list(scripted.stream(f"What speedup does {VEGAS} reach over vLLM?"))
     tokens, final = events[:-1], events[-1]
     assert "".join(tokens) == reply["answer"], "the JSON around the answer is not shown"
     assert isinstance(final, Answer) and final.status == "answered"
@@ -377,9 +368,8 @@ def test_quote_first_streams_the_answer_and_quotes_the_sentences_the_model_picke
     assert [(s.first, s.last) for s in vegas.spans] == [(7, 7)]
 
 
-def test_quote_first_with_an_empty_answer_is_not_an_answer(shared_index_dir, scripted_llm):
-    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted", answer_format="quote_first")
+@pytest.mark.settings(answer_format="quote_first")
+def test_quote_first_with_an_empty_answer_is_not_an_answer(scripted, scripted_llm):
     scripted_llm.queue(json.dumps({"evidence": ["1.2"], "answer": ""}))
-    with Assistant.from_settings(settings) as assistant:
-        answer = assistant.ask("How does Vegas choose its learning rate schedule?")
+    answer = scripted.ask(f"How does {VEGAS} choose its learning rate schedule?")
     assert answer.refused

@@ -339,13 +339,13 @@ def test_check_refuses_to_compare_different_question_sets() -> None:
 # -- the evaluation set and the committed baseline --------------------------------------------
 
 
-def test_the_evaluation_set_is_consistent_with_the_corpus(shared_assistant: Assistant) -> None:
+def test_the_evaluation_set_is_consistent_with_the_corpus(bundled_assistant: Assistant) -> None:
     questions = ev.load_questions()
     assert len(questions) >= 200 and {q["type"] for q in questions} == set(ev.TYPES)
     counts = {t: sum(q["type"] == t for q in questions) for t in ev.TYPES}
     assert counts["paraphrase"] >= 51 and counts["near_miss"] >= 30 and counts["topic"] >= 12
     assert counts["comparison"] >= 6
-    papers = {ev.paper_key(p.source, p.ordinal): p for p in shared_assistant.papers}
+    papers = {ev.paper_key(p.source, p.ordinal): p for p in bundled_assistant.papers}
     for q in questions:
         gold = [ev.paper_key(g["source"], g["ordinal"]) for g in q["gold"]]
         assert all(g in papers for g in gold), q["id"]
@@ -372,21 +372,21 @@ def test_the_committed_baseline_is_well_formed() -> None:
 # -- a small live run (retrieval only) and the command line ------------------------------------
 
 
-def test_retrieval_only_run_writes_a_well_formed_report(shared_assistant: Assistant, tmp_path: Path) -> None:
+def test_retrieval_only_run_writes_a_well_formed_report(bundled_assistant: Assistant, tmp_path: Path) -> None:
     questions = ev.select_questions(ev.load_questions(), ids=SMALL_RUN)
     assert len(questions) == 10
     calls = []
-    results = ev.run_eval(shared_assistant, questions, retrieval_only=True, progress=lambda d, t: calls.append((d, t)))
+    results = ev.run_eval(bundled_assistant, questions, retrieval_only=True, progress=lambda d, t: calls.append((d, t)))
     assert calls[-1] == (10, 10) and len(results) == 10
     for result in results:
         assert len(result["retrieved"]) == 5 and "answer" not in result and "error" not in result
-        ids = {p.id for p in shared_assistant.papers}
+        ids = {p.id for p in bundled_assistant.papers}
         assert all(r["paper"] in ids and isinstance(r["score"], float) for r in result["retrieved"])
         assert result["timings"]["retrieve"] > 0
     follow_up = next(r for r in results if r["type"] == "follow_up")
     assert follow_up["search_query"].startswith(follow_up["question"]) and len(follow_up["search_query"]) > len(
         follow_up["question"])
-    summary = summarize(results, shared_assistant.settings)
+    summary = summarize(results, bundled_assistant.settings)
     assert summary["mode"] == "retrieval-only" and summary["settings"]["embedding"] == "minilm"
     assert summary["rows"]["unanswerable"]["hit@5"] is None and 0 <= summary["rows"]["all"]["mrr"] <= 1
     assert "gold_cited" not in summary["rows"]["all"]
@@ -404,9 +404,9 @@ def test_select_questions() -> None:
         ev.select_questions(questions, types=["trivia"])
 
 
-def test_cli_check_and_write_baseline(shared_index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_cli_check_and_write_baseline(bundled_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     baseline = tmp_path / "baseline.json"
-    common = ["eval", "--retrieval-only", "--index-dir", str(shared_index_dir), "--out", str(tmp_path / "reports"),
+    common = ["eval", "--retrieval-only", "--index-dir", str(bundled_index), "--out", str(tmp_path / "reports"),
               "--baseline", str(baseline)]
     assert cli.main([*common, "--ids", "q001,q065,q092", "--write-baseline"]) == 0
     written = json.loads(baseline.read_text(encoding="utf-8"))
@@ -451,17 +451,17 @@ def test_no_test_uses_a_question_of_the_evaluation_set() -> None:
         assert not leaked, f"{path.name} contains evaluation questions {leaked}: write other ones"
 
 
-def test_retrieval_has_not_regressed_below_the_committed_baseline(shared_index_dir: Path, tmp_path: Path) -> None:
+def test_retrieval_has_not_regressed_below_the_committed_baseline(bundled_index: Path, tmp_path: Path) -> None:
     # The CI gate of `assistant eval --retrieval-only --check`: every baseline question, real index.
-    args = ["eval", "--retrieval-only", "--check", "--index-dir", str(shared_index_dir), "--out", str(tmp_path)]
+    args = ["eval", "--retrieval-only", "--check", "--index-dir", str(bundled_index), "--out", str(tmp_path)]
     assert cli.main(args) == 0
 
 
 @pytest.mark.llm
-def test_answers_have_not_regressed_below_the_committed_baseline(shared_index_dir: Path, tmp_path: Path) -> None:
+def test_answers_have_not_regressed_below_the_committed_baseline(bundled_index: Path, tmp_path: Path) -> None:
     # The CI gate of `assistant eval --check`: the baseline's full-answer slice (every question type),
     # answered end to end by the embedded model, scored against the committed figures.
-    args = ["eval", "--check", "--index-dir", str(shared_index_dir), "--out", str(tmp_path)]
+    args = ["eval", "--check", "--index-dir", str(bundled_index), "--out", str(tmp_path)]
     assert cli.main(args) == 0
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text(encoding="utf-8"))
     assert summary["mode"] == "full" and summary["questions"] >= 30

@@ -1,6 +1,7 @@
 """Faults, as a user meets them: processes killed mid-index, a damaged store, the model server
 dying mid-answer, repeated abstracts. Every case runs the real `assistant` command (or the real
-local model server) and checks what the user sees and that nothing already indexed is lost.
+local model server) over the tests' corpus and checks what the user sees and that nothing already
+indexed is lost.
 """
 
 from __future__ import annotations
@@ -17,28 +18,32 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS_FILES, HANG_GUARD, ScriptedLLM, cli_env, make_settings, run_cli
+from conftest import CORPUS, HANG_GUARD, VEGAS, cli_env, corpus_papers, make_settings, run_cli
+from fakes import ScriptedLLM
 
 from assistant import Assistant
-from assistant.config import PROJECT_ROOT
+from assistant.chunk import chunk_papers
+from assistant.config import PROJECT_ROOT, Settings
 from assistant.load import load_papers
 from assistant.text import split_sentences
 
-VEGAS_QUESTION = "Against default vLLM, what throughput speedup is reported for Vegas?"
-VEGAS_LINE = "1. Vegas  (001_65baa146f2004b22.txt #6)"
-VEGAS_SOURCE = "[1] Vegas (001_65baa146f2004b22.txt #6)"
+VEGAS_QUESTION = f"Against default vLLM, what throughput speedup is reported for {VEGAS}?"
+WHERE_VEGAS_IS = f"{corpus_papers()[VEGAS].source} #{corpus_papers()[VEGAS].ordinal}"
+VEGAS_LINE = f"1. {VEGAS}  ({WHERE_VEGAS_IS})"  # as `retrieve` lists it first
+VEGAS_SOURCE = f"[1] {VEGAS} ({WHERE_VEGAS_IS})"  # as `ask` cites it
+PAPERS = len(corpus_papers())
 NEW_PAPERS = 40
-# Methods of the added paper list: words no bundled abstract uses, so a keyword search for one
+# Methods of the added paper list: words no abstract of the corpus uses, so a keyword search for one
 # finds its paper if (and only if) that paper is indexed.
 NEW_NAMES = [f"{a}{b}" for a in ("Bren", "Quill", "Zor", "Vask", "Tril") for b in ("volt", "mark", "vex", "dune", "pith", "grove", "lume", "fen")]
-BATCH = "8"  # chunks per embedding batch in the killed runs: a progress report every 8 chunks
+BATCH = "2"  # chunks per embedding batch in the killed runs: a progress report every 2 chunks
 
 
 @pytest.fixture(scope="module")
 def base_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A store of the bundled abstracts built by `assistant index`; tests work on copies of it."""
+    """A store of the tests' corpus built by `assistant index`; tests work on copies of it."""
     folder = tmp_path_factory.mktemp("fault-base") / "store"
-    built = run_cli("index", index_dir=folder)
+    built = run_cli("index", *map(str, CORPUS), index_dir=folder)
     assert built.returncode == 0, built.stderr
     return folder
 
@@ -51,7 +56,7 @@ def store(base_store: Path, tmp_path: Path) -> Path:
 @pytest.fixture
 def new_papers(tmp_path: Path) -> Path:
     """A .jsonl paper list of NEW_PAPERS abstracts, each naming its own method (NEW_NAMES)."""
-    sentences = [s for p in load_papers(CORPUS_FILES) for s in split_sentences(p.abstract)[1:] if len(s) > 60]
+    sentences = [s for p in load_papers(CORPUS) for s in split_sentences(p.abstract)[1:] if len(s) > 60]
     rng = random.Random(11)
     path = tmp_path / "new.jsonl"
     with path.open("w", encoding="utf-8") as out:
@@ -74,7 +79,7 @@ def kill_mid_embedding(*args: str, index_dir: Path) -> tuple[int, int]:
     try:
         while chunk := os.read(process.stderr.fileno(), 4096):
             seen += chunk
-            progress = re.search(rb"\| *([1-9]\d*)/(\d+) \[", seen)  # tqdm: "| 8/170 [00:01<..."
+            progress = re.search(rb"\| *([1-9]\d*)/(\d+) \[", seen)  # tqdm: "| 2/170 [00:01<..."
             if progress:
                 os.kill(process.pid, signal.SIGKILL)
                 break
@@ -100,7 +105,7 @@ def assert_clean(result: subprocess.CompletedProcess[str]) -> None:
 def test_kill_9_during_an_incremental_index_serves_the_previous_papers_and_the_next_index_finishes_it(
     store: Path, new_papers: Path, scripted_llm: ScriptedLLM
 ) -> None:
-    corpus = [*map(str, CORPUS_FILES), str(new_papers)]
+    corpus = [*map(str, CORPUS), str(new_papers)]
     written, total = kill_mid_embedding("index", *corpus, index_dir=store)
 
     # A question naming every added method, over the most papers a query returns: any chunk the
@@ -109,9 +114,9 @@ def test_kill_9_during_an_incremental_index_serves_the_previous_papers_and_the_n
     found = run_cli("retrieve", question, "-k", "50", "--json", index_dir=store)
     assert_clean(found)
     hits = json.loads(found.stdout)
-    assert len(hits) == 50 and all(hit["paper"]["source"] != new_papers.name for hit in hits)  # the previous corpus, whole
-    scripted_llm.queue("Vegas achieves a 1.25×–2.81× speedup over default vLLM [1].")
-    asked = run_cli("ask", VEGAS_QUESTION, index_dir=store, ASSISTANT_LLM_BASE_URL=scripted_llm.url)
+    assert len(hits) == PAPERS and all(hit["paper"]["source"] != new_papers.name for hit in hits)  # the previous corpus, whole
+    scripted_llm.queue(f"{VEGAS} achieves a 1.25×–2.81× speedup over default vLLM [1].")
+    asked = run_cli("ask", VEGAS_QUESTION, index_dir=store, **scripted_llm.env())
     assert_clean(asked)
     assert VEGAS_SOURCE in asked.stdout
 
@@ -120,13 +125,13 @@ def test_kill_9_during_an_incremental_index_serves_the_previous_papers_and_the_n
     assert "note: Resumed an interrupted index update" in resumed.stderr
     summary = re.search(r"Indexed (\d+) papers, \d+ chunks \(\d+ papers / (\d+) chunks embedded", resumed.stdout)
     assert summary, resumed.stdout
-    assert int(summary.group(1)) == 57 + NEW_PAPERS
+    assert int(summary.group(1)) == PAPERS + NEW_PAPERS
     assert int(summary.group(2)) == total - written  # what the killed run wrote was kept
 
     with Assistant.from_settings(make_settings(store), notify=pytest.fail) as assistant:
         added = assistant.retrieve(f"What does {NEW_NAMES[3]} do?", k=1)[0].paper
         assert (added.source, added.ordinal) == (new_papers.name, 4)
-        assert assistant.retrieve(VEGAS_QUESTION, k=1)[0].paper.title == "Vegas"  # and the old ones are all there
+        assert assistant.retrieve(VEGAS_QUESTION, k=1)[0].paper.title == VEGAS  # and the old ones are all there
         assert assistant.store.info().chunks == len(assistant.store.nodes())
 
 
@@ -135,15 +140,16 @@ def test_kill_9_during_a_rebuild_serves_the_previous_index_and_the_next_index_di
 ) -> None:
     kill_mid_embedding("index", "--rebuild", index_dir=store)
 
-    scripted_llm.queue("Vegas achieves a 1.25×–2.81× speedup over default vLLM [1].")
-    asked = run_cli("ask", VEGAS_QUESTION, index_dir=store, ASSISTANT_LLM_BASE_URL=scripted_llm.url)
+    scripted_llm.queue(f"{VEGAS} achieves a 1.25×–2.81× speedup over default vLLM [1].")
+    asked = run_cli("ask", VEGAS_QUESTION, index_dir=store, **scripted_llm.env())
     assert_clean(asked)
     assert VEGAS_SOURCE in asked.stdout
 
     again = run_cli("index", index_dir=store)
     assert_clean(again)
     assert "note: Discarded the unfinished index update of an interrupted run" in again.stderr
-    assert "Indexed 57 papers, 182 chunks (0 papers / 0 chunks embedded, 0 stale chunks removed)" in again.stdout
+    chunks = len(chunk_papers(load_papers(CORPUS), Settings()))
+    assert f"Indexed {PAPERS} papers, {chunks} chunks (0 papers / 0 chunks embedded, 0 stale chunks removed)" in again.stdout
 
 
 def test_a_truncated_store_is_reported_with_its_folder_and_rebuild_moves_it_aside_and_builds_a_fresh_one(
@@ -164,7 +170,7 @@ def test_a_truncated_store_is_reported_with_its_folder_and_rebuild_moves_it_asid
     assert moved, rebuilt.stderr
     kept = Path(moved.group(1))
     assert kept.parent == store.parent and (kept / "chroma.sqlite3").stat().st_size == 100_000  # kept, as it was
-    assert "Indexed 57 papers" in rebuilt.stdout
+    assert f"Indexed {PAPERS} papers" in rebuilt.stdout
 
     retrieved = run_cli("retrieve", VEGAS_QUESTION, index_dir=store)
     assert_clean(retrieved)
@@ -172,11 +178,11 @@ def test_a_truncated_store_is_reported_with_its_folder_and_rebuild_moves_it_asid
 
 
 def test_repeated_abstracts_are_indexed_once_with_a_warning_and_retrieved_once(tmp_path: Path) -> None:
-    lines = CORPUS_FILES[0].read_text(encoding="utf-8").splitlines()
-    abstracts = [line for line in lines[1:] if line.strip()]
-    vegas = abstracts[5]
+    title, *lines = CORPUS[0].read_text(encoding="utf-8").splitlines()
+    vegas = corpus_papers()[VEGAS].abstract
+    others = [line for line in lines if line.strip() and line != vegas][:5]
     corpus = tmp_path / "dups.txt"
-    corpus.write_text("\n".join([lines[0], *abstracts[:6], vegas.replace("$\\times$", "×"), vegas, vegas]) + "\n", encoding="utf-8")
+    corpus.write_text("\n".join([title, *others, vegas, vegas.replace("$\\times$", "×"), vegas, vegas]) + "\n", encoding="utf-8")
 
     indexed = run_cli("index", str(corpus), index_dir=tmp_path / "store")
     assert_clean(indexed)
@@ -189,15 +195,15 @@ def test_repeated_abstracts_are_indexed_once_with_a_warning_and_retrieved_once(t
     hits = run_cli("retrieve", "self-speculative decoding with sparse attention", "--json", index_dir=tmp_path / "store")
     assert_clean(hits)
     titles = [hit["paper"]["title"] for hit in json.loads(hits.stdout)]
-    assert titles[0] == "Vegas" and titles.count("Vegas") == 1
+    assert titles[0] == VEGAS and titles.count(VEGAS) == 1
     assert len(titles) == 5
 
 
 @pytest.mark.llm
 def test_the_llm_server_killed_mid_answer_gives_a_one_line_note_naming_its_log_and_the_next_question_works(
-    shared_index_dir: Path,
+    small_index: Path,
 ) -> None:
-    with Assistant.from_settings(make_settings(shared_index_dir)) as assistant:
+    with Assistant.from_settings(make_settings(small_index)) as assistant:
         server = assistant.llm.server
         killed = server.pid
         events = assistant.stream(VEGAS_QUESTION)
@@ -208,7 +214,7 @@ def test_the_llm_server_killed_mid_answer_gives_a_one_line_note_naming_its_log_a
         final = [event for event in events if not isinstance(event, str)][-1]
 
         assert (final.status, final.retrieval_only) == ("llm_failed", True)
-        assert final.passages[0].paper.title == "Vegas"  # the papers are still shown
+        assert final.passages[0].paper.title == VEGAS  # the papers are still shown
         expected = (
             "The local LLM server was killed (SIGKILL, out of memory?) while answering; "
             f"the next question starts it again (its log: {server.log_path})."

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS_FILES, make_settings
+from conftest import CORPUS, SYSRS, VEGAS, corpus_abstracts, corpus_papers, make_settings
+from fakes import SimulatedCrash, crash_after_first_batch
 
 from assistant import Assistant, Settings
 from assistant.api import reindex
@@ -19,7 +20,7 @@ from assistant import store as store_module
 from assistant.retrieve import HybridRetriever
 from assistant.store import Store
 
-SMALL_PAPERS = 5  # the first five abstracts of the first bundled file: a corpus that indexes in about a second
+SMALL_PAPERS = 5  # the first five abstracts of the tests' corpus: a corpus that indexes in about a second
 OPENAI = "openai:text-embedding-3-small"
 
 
@@ -29,16 +30,17 @@ def write_paper_list(path: Path, abstracts: list[str]) -> Path:
 
 
 @pytest.fixture
-def bundled_abstracts() -> list[str]:
-    return [p.abstract for p in load_papers(CORPUS_FILES[:1])]
+def abstracts() -> list[str]:
+    """The abstracts of the tests' corpus, to write paper lists from."""
+    return corpus_abstracts()
 
 
 @pytest.fixture
-def small_corpus(tmp_path: Path, bundled_abstracts: list[str]) -> Path:
-    """A copied corpus file holding the first few abstracts of a bundled file."""
+def small_corpus(tmp_path: Path, abstracts: list[str]) -> Path:
+    """A corpus file of its own holding the first few abstracts of the tests' corpus."""
     folder = tmp_path / "corpus"
     folder.mkdir()
-    return write_paper_list(folder / "small.txt", bundled_abstracts[:SMALL_PAPERS])
+    return write_paper_list(folder / "small.txt", abstracts[:SMALL_PAPERS])
 
 
 def index(corpus: Path, settings: Settings, embedder: MiniLMEmbedding, **kwargs) -> IndexReport:
@@ -107,15 +109,15 @@ def test_reindexing_an_unchanged_corpus_reads_no_chunk_metadata_back(
 
 
 def test_changing_one_abstract_reembeds_only_that_paper(
-    tmp_path: Path, small_corpus: Path, bundled_abstracts: list[str], embedder: MiniLMEmbedding
+    tmp_path: Path, small_corpus: Path, abstracts: list[str], embedder: MiniLMEmbedding
 ) -> None:
     settings = make_settings(tmp_path / "store")
     index(small_corpus, settings, embedder)
     before = stored_chunks(settings)
     papers = load_papers([small_corpus])
 
-    edited = list(bundled_abstracts[:SMALL_PAPERS])
-    edited[2] = bundled_abstracts[10]  # paper #3 now has another abstract
+    edited = list(abstracts[:SMALL_PAPERS])
+    edited[2] = abstracts[10]  # paper #3 now has another abstract
     write_paper_list(small_corpus, edited)
     report = index(small_corpus, settings, embedder)
     after = stored_chunks(settings)
@@ -131,7 +133,7 @@ def test_changing_one_abstract_reembeds_only_that_paper(
 
 
 def test_removing_the_last_paper_deletes_its_chunks_and_embeds_nothing(
-    tmp_path: Path, small_corpus: Path, bundled_abstracts: list[str], embedder: MiniLMEmbedding
+    tmp_path: Path, small_corpus: Path, abstracts: list[str], embedder: MiniLMEmbedding
 ) -> None:
     settings = make_settings(tmp_path / "store")
     index(small_corpus, settings, embedder)
@@ -139,7 +141,7 @@ def test_removing_the_last_paper_deletes_its_chunks_and_embeds_nothing(
     removed_chunks = chunks_of(stored_chunks(settings), removed.id)
     assert removed_chunks
 
-    write_paper_list(small_corpus, bundled_abstracts[: SMALL_PAPERS - 1])
+    write_paper_list(small_corpus, abstracts[: SMALL_PAPERS - 1])
     report = index(small_corpus, settings, embedder)
 
     assert (report.papers, report.embedded_papers) == (SMALL_PAPERS - 1, 0)
@@ -148,12 +150,12 @@ def test_removing_the_last_paper_deletes_its_chunks_and_embeds_nothing(
 
 
 def test_removing_a_paper_from_the_middle_leaves_exactly_the_chunks_of_the_remaining_papers(
-    tmp_path: Path, small_corpus: Path, bundled_abstracts: list[str], embedder: MiniLMEmbedding
+    tmp_path: Path, small_corpus: Path, abstracts: list[str], embedder: MiniLMEmbedding
 ) -> None:
     settings = make_settings(tmp_path / "store")
     index(small_corpus, settings, embedder)
 
-    write_paper_list(small_corpus, bundled_abstracts[:1] + bundled_abstracts[2:SMALL_PAPERS])
+    write_paper_list(small_corpus, abstracts[:1] + abstracts[2:SMALL_PAPERS])
     index(small_corpus, settings, embedder)
 
     expected = {n.node_id: n.text for n in chunk_papers(load_papers([small_corpus]), settings)}
@@ -184,9 +186,9 @@ def test_changing_the_chunk_size_of_an_existing_index_rechunks_every_paper(
 # -- what the index records ---------------------------------------------------------------------
 
 
-def test_every_chunk_carries_its_papers_fields_as_flat_scalar_metadata(shared_index_dir: Path) -> None:
-    settings = make_settings(shared_index_dir)
-    by_id = {p.id: p for p in load_papers(CORPUS_FILES)}
+def test_every_chunk_carries_its_papers_fields_as_flat_scalar_metadata(small_index: Path) -> None:
+    settings = make_settings(small_index)
+    by_id = {p.id: p for p in load_papers(CORPUS)}
     chunks = stored_chunks(settings)
     assert chunks
     for chunk_id, (_, meta) in chunks.items():
@@ -199,27 +201,28 @@ def test_every_chunk_carries_its_papers_fields_as_flat_scalar_metadata(shared_in
 
 
 def test_whole_index_reads_are_paged_and_return_every_chunk_once(
-    shared_index_dir: Path, monkeypatch: pytest.MonkeyPatch
+    small_index: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # One unpaged read fails beyond SQLite's variable limit (~10,000 abstracts); pages of 50
-    # make the bundled index span four pages, the last one partial.
-    store = Store(make_settings(shared_index_dir))
+    # One unpaged read fails beyond SQLite's variable limit (~10,000 abstracts); a page of a
+    # quarter of the index, give or take, makes it span several pages, the last one partial.
+    store = Store(make_settings(small_index))
     total = store.info().chunks
-    monkeypatch.setattr(store_module, "_READ_PAGE", 50)
-    assert total > 150 and total % 50
+    page = next(size for size in range(total // 4, 0, -1) if total % size)
+    monkeypatch.setattr(store_module, "_READ_PAGE", page)
+    assert total > 3 * page and total % page
     node_ids = [node.node_id for node in store.nodes()]
     assert len(node_ids) == len(set(node_ids)) == total
     hashed = [chunk_id for _, ids in store.paper_hashes(store.active()).values() for chunk_id in ids]
     assert sorted(hashed) == sorted(node_ids)
 
 
-def test_collection_metadata_records_embedding_model_dimension_and_fingerprint(shared_index_dir: Path) -> None:
-    settings = make_settings(shared_index_dir)
+def test_collection_metadata_records_embedding_model_dimension_and_fingerprint(small_index: Path) -> None:
+    settings = make_settings(small_index)
     info = Store(settings).info()
     assert info is not None
     assert (info.embedding_model, info.embedding_dim) == (MINILM_NAME, MINILM_DIM) == (MINILM_NAME, 384)
-    assert info.fingerprint == corpus_fingerprint(load_papers(CORPUS_FILES), settings)
-    assert info.corpus == [str(p) for p in CORPUS_FILES]
+    assert info.fingerprint == corpus_fingerprint(load_papers(CORPUS), settings)
+    assert info.corpus == [str(p) for p in CORPUS]
 
 
 # -- a mismatched embedding model ---------------------------------------------------------------
@@ -247,9 +250,9 @@ def _via_reindex(settings: Settings) -> object:
 
 @pytest.mark.parametrize("open_index", [_via_store_require, _via_assistant, _via_reindex], ids=["Store.require", "Assistant.from_settings", "reindex"])
 def test_opening_a_minilm_index_with_openai_embedding_settings_asks_for_a_rebuild(
-    shared_index_dir: Path, no_openai: None, open_index
+    small_index: Path, no_openai: None, open_index
 ) -> None:
-    settings = make_settings(shared_index_dir, embedding=OPENAI)
+    settings = make_settings(small_index, embedding=OPENAI)
     with pytest.raises(IndexMismatchError) as caught:
         open_index(settings)
     message = str(caught.value)
@@ -258,15 +261,6 @@ def test_opening_a_minilm_index_with_openai_embedding_settings_asks_for_a_rebuil
 
 
 # -- crash safety -------------------------------------------------------------------------------
-
-
-class SimulatedCrash(RuntimeError):
-    pass
-
-
-def crash_after_first_batch(done: int, total: int) -> None:
-    if done > 0:
-        raise SimulatedCrash(f"crashed after embedding {done} of {total} chunks")
 
 
 def test_a_rebuild_that_crashes_midway_leaves_the_previous_index_usable(
@@ -285,8 +279,8 @@ def test_a_rebuild_that_crashes_midway_leaves_the_previous_index_usable(
     assert notices == [], "the old index should be used as it is, not rebuilt"
     info = fresh.store.info()
     assert (info.collection, info.chunks) == (old.collection, old.chunks)
-    top = fresh.retrieve("Give me a short summary of SySRs.", k=1)[0]
-    assert (top.paper.title, top.paper.source, top.paper.ordinal) == ("SySRs", small_corpus.name, 2)
+    top = fresh.retrieve(f"Give me a short summary of {SYSRS}.", k=1)[0]
+    assert (top.paper.title, top.paper.source, top.paper.ordinal) == (SYSRS, small_corpus.name, 2)
 
 
 @dataclass
@@ -298,12 +292,12 @@ class Interrupted:
 
 
 @pytest.fixture
-def interrupted(tmp_path: Path, small_corpus: Path, bundled_abstracts: list[str], embedder: MiniLMEmbedding) -> Interrupted:
+def interrupted(tmp_path: Path, small_corpus: Path, abstracts: list[str], embedder: MiniLMEmbedding) -> Interrupted:
     """An index of the small corpus, then an update adding five papers that crashes after its first batch."""
     settings = make_settings(tmp_path / "store", embed_batch_size=4)
     first = index(small_corpus, settings, embedder)
     state = Interrupted(settings, first, Store(settings).info().fingerprint, stored_chunks(settings))
-    write_paper_list(small_corpus, bundled_abstracts[: SMALL_PAPERS + 5])
+    write_paper_list(small_corpus, abstracts[: SMALL_PAPERS + 5])
     assert len(expected_chunks(small_corpus, settings)) - len(state.before) > 2 * settings.embed_batch_size
     with pytest.raises(SimulatedCrash):
         index(small_corpus, settings, embedder, progress=crash_after_first_batch)
@@ -330,10 +324,10 @@ def test_the_next_index_of_the_same_files_resumes_an_interrupted_update(
 
 
 def test_an_index_of_the_previous_files_discards_an_interrupted_update(
-    interrupted: Interrupted, small_corpus: Path, bundled_abstracts: list[str], embedder: MiniLMEmbedding
+    interrupted: Interrupted, small_corpus: Path, abstracts: list[str], embedder: MiniLMEmbedding
 ) -> None:
     settings = interrupted.settings
-    write_paper_list(small_corpus, bundled_abstracts[:SMALL_PAPERS])
+    write_paper_list(small_corpus, abstracts[:SMALL_PAPERS])
     report = index(small_corpus, settings, embedder)
 
     assert any(note.startswith("Discarded the unfinished index update of an interrupted run") for note in report.notes), report.notes
@@ -343,26 +337,27 @@ def test_an_index_of_the_previous_files_discards_an_interrupted_update(
 
 
 def test_a_process_that_opened_the_index_before_an_update_keeps_answering_from_it(
-    tmp_path: Path, small_corpus: Path, bundled_abstracts: list[str], embedder: MiniLMEmbedding
+    tmp_path: Path, small_corpus: Path, abstracts: list[str], embedder: MiniLMEmbedding
 ) -> None:
     settings = make_settings(tmp_path / "store", corpus=[small_corpus])
     reader = Assistant.from_settings(settings)
-    write_paper_list(small_corpus, bundled_abstracts[: SMALL_PAPERS + 2])
+    write_paper_list(small_corpus, abstracts[: SMALL_PAPERS + 2])
     index(small_corpus, settings, embedder)
 
-    top = reader.retrieve("Give me a short summary of SySRs.", k=1)[0]
-    assert (top.paper.title, top.paper.ordinal) == ("SySRs", 2)
+    top = reader.retrieve(f"Give me a short summary of {SYSRS}.", k=1)[0]
+    assert (top.paper.title, top.paper.ordinal) == (SYSRS, 2)
 
 
 # -- what the index holds -----------------------------------------------------------------------
 
 
 def test_identical_abstracts_are_indexed_once_with_a_warning_naming_both_positions(
-    tmp_path: Path, bundled_abstracts: list[str], embedder: MiniLMEmbedding
+    tmp_path: Path, abstracts: list[str], embedder: MiniLMEmbedding
 ) -> None:
-    vegas = bundled_abstracts[5]
+    vegas = corpus_papers()[VEGAS].abstract
     assert "$\\times$" in vegas  # the copy below differs only in markup
-    corpus = write_paper_list(tmp_path / "dups.txt", bundled_abstracts[:6] + [vegas.replace("$\\times$", "×"), vegas])
+    others = [a for a in abstracts if a != vegas][:5]
+    corpus = write_paper_list(tmp_path / "dups.txt", [*others, vegas, vegas.replace("$\\times$", "×"), vegas])
     settings = make_settings(tmp_path / "store", corpus=[corpus])
     report = index(corpus, settings, embedder)
 
@@ -372,8 +367,8 @@ def test_identical_abstracts_are_indexed_once_with_a_warning_naming_both_positio
     )
     assert report.papers == 6
     hits = Assistant.from_settings(settings).retrieve("self-speculative decoding with verification-guided sparse attention", k=3)
-    assert [(h.paper.title, h.paper.ordinal) for h in hits].count(("Vegas", 6)) == 1
-    assert all(h.paper.title != "Vegas" for h in hits[1:])
+    assert [(h.paper.title, h.paper.ordinal) for h in hits].count((VEGAS, 6)) == 1
+    assert all(h.paper.title != VEGAS for h in hits[1:])
 
 
 def test_a_stored_chunk_whose_paper_the_corpus_does_not_have_is_skipped_and_reported_once(
@@ -387,7 +382,7 @@ def test_a_stored_chunk_whose_paper_the_corpus_does_not_have_is_skipped_and_repo
     notices: list[str] = []
     retriever = HybridRetriever(settings, Store(settings), embedder, {p.id: p for p in papers if p is not sysrs}, notices.append)
 
-    for question in ("Give me a short summary of SySRs.", "What is SySRs?"):
+    for question in (f"Give me a short summary of {SYSRS}.", f"What is {SYSRS}?"):
         hits = retriever.retrieve(question, k=3)
         assert len(hits) == 3 and sysrs.id not in [h.paper.id for h in hits]
     assert len(notices) == 1
@@ -406,9 +401,9 @@ def test_a_chunk_size_change_is_announced_as_one_not_as_a_corpus_change(
 
 
 def test_another_embedder_is_reported_as_a_mismatch_without_announcing_an_update(
-    shared_index_dir: Path, no_openai: None
+    small_index: Path, no_openai: None
 ) -> None:
     notices: list[str] = []
     with pytest.raises(IndexMismatchError):
-        Assistant.from_settings(make_settings(shared_index_dir, embedding=OPENAI), notify=notices.append)
+        Assistant.from_settings(make_settings(small_index, embedding=OPENAI), notify=notices.append)
     assert notices == []

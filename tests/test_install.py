@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HANG_GUARD, cli_env
+from conftest import HANG_GUARD, VEGAS, cli_env
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 
@@ -61,14 +61,14 @@ def test_the_installed_package_is_not_the_checkout(installed: Path, tmp_path: Pa
 def test_papers_lists_the_bundled_corpus_from_another_folder(installed: Path, tmp_path: Path) -> None:
     result = run_installed(installed, "papers", cwd=tmp_path, index_dir=tmp_path / "store")
     assert result.returncode == 0, result.stderr
-    assert "57 papers" in result.stderr and "Vegas" in result.stdout
+    assert "57 papers" in result.stderr and VEGAS in result.stdout
 
 
 def test_retrieve_answers_from_another_folder(installed: Path, tmp_path: Path) -> None:
     result = run_installed(installed, "retrieve", "speculative decoding", "-k", "2", cwd=tmp_path,
                            index_dir=tmp_path / "store")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("1. Vegas")
+    assert result.stdout.startswith(f"1. {VEGAS}")
 
 
 def test_prompts_are_read_from_the_installed_package(installed: Path, tmp_path: Path) -> None:

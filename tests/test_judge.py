@@ -7,17 +7,9 @@ application makes of it; the embedded model's own judgements are checked end to 
 
 from __future__ import annotations
 
-import pytest
-
-from assistant import Assistant
 from assistant.judge import DECISION_FEATURES, Fitted
-from conftest import ScriptedLLM, judging_model, make_settings
-
-@pytest.fixture
-def scripted(shared_index_dir, scripted_llm):
-    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
-    with Assistant.from_settings(settings) as assistant:
-        yield assistant
+from conftest import VEGAS
+from fakes import ScriptedLLM, judging_model
 
 
 def drafts(scripted_llm: ScriptedLLM) -> list[dict]:
@@ -40,21 +32,21 @@ def test_a_question_about_something_outside_the_collection_is_told_so_and_nothin
 
 def test_a_draft_the_abstract_contradicts_is_corrected_with_the_abstracts_own_words(scripted, scripted_llm):
     scripted_llm.first_tokens = judging_model(claim_holds=False, says_otherwise=True)
-    scripted_llm.queue("Vegas decodes more slowly than default vLLM because drafting adds work [1].")
-    answer = scripted.ask("How come Vegas decodes more slowly than vLLM does?")
+    scripted_llm.queue(f"{VEGAS} decodes more slowly than default vLLM because drafting adds work [1].")
+    answer = scripted.ask(f"How come {VEGAS} decodes more slowly than vLLM does?")
     assert answer.status == "answered" and not answer.refused
-    assert answer.text.startswith("The Vegas abstract [1] does not support that.")
+    assert answer.text.startswith(f"The {VEGAS} abstract [1] does not support that.")
     (citation,) = answer.citations
-    assert citation.paper.title == "Vegas" and citation.quote in citation.paper.abstract
+    assert citation.paper.title == VEGAS and citation.quote in citation.paper.abstract
     assert "slowly" not in answer.text, "the contradicted claim is not shown as the answer"
 
 
 def test_a_draft_the_abstract_does_not_state_becomes_a_near_miss(scripted, scripted_llm):
     scripted_llm.first_tokens = judging_model(claim_holds=False, says_otherwise=False)
-    scripted_llm.queue("Vegas ran its experiments on eight A100 GPUs [1].")
-    answer = scripted.ask("On how many GPUs were the Vegas experiments run?")
+    scripted_llm.queue(f"{VEGAS} ran its experiments on eight A100 GPUs [1].")
+    answer = scripted.ask(f"On how many GPUs were the {VEGAS} experiments run?")
     assert answer.refused and answer.status == "not_in_abstracts"
-    assert answer.text.startswith("The Vegas abstract [1] does not answer that question.")
+    assert answer.text.startswith(f"The {VEGAS} abstract [1] does not answer that question.")
     assert "A100" not in answer.text
 
 
@@ -62,19 +54,19 @@ def test_a_near_miss_never_quotes_a_sentence_the_judge_finds_answers_it_answers_
     # The model declines, but the judge finds the closest sentence answers: that sentence is the answer.
     scripted_llm.first_tokens = judging_model(sentence=lambda content: True)
     scripted_llm.queue("NOT_IN_SOURCES")
-    answer = scripted.ask("By how much does Vegas raise decoding throughput over default vLLM?")
+    answer = scripted.ask(f"By how much does {VEGAS} raise decoding throughput over default vLLM?")
     assert answer.status == "answered" and not answer.refused
-    assert answer.text.startswith("The Vegas abstract says:") and "does not" not in answer.text
+    assert answer.text.startswith(f"The {VEGAS} abstract says:") and "does not" not in answer.text
     assert any("own sentences" in notice for notice in answer.notices)
 
 
 def test_a_near_miss_quotes_the_closest_sentence_the_judge_finds_does_not_answer(scripted, scripted_llm):
     scripted_llm.first_tokens = judging_model(sentence=lambda content: False)
     scripted_llm.queue("NOT_IN_SOURCES")
-    answer = scripted.ask("Which learning rate schedule did Vegas use while drafting?")
-    assert answer.refused and answer.text.startswith("The Vegas abstract [1] does not answer that question.")
+    answer = scripted.ask(f"Which learning rate schedule did {VEGAS} use while drafting?")
+    assert answer.refused and answer.text.startswith(f"The {VEGAS} abstract [1] does not answer that question.")
     (citation,) = answer.citations
-    assert citation.paper.title == "Vegas" and f"“{' '.join(citation.quote.split())}”" in " ".join(answer.text.split())
+    assert citation.paper.title == VEGAS and f"“{' '.join(citation.quote.split())}”" in " ".join(answer.text.split())
 
 
 def test_a_refusal_in_reply_to_a_chinese_question_is_written_in_chinese(scripted, scripted_llm):
@@ -86,16 +78,16 @@ def test_a_refusal_in_reply_to_a_chinese_question_is_written_in_chinese(scripted
 
 def test_the_model_is_asked_to_answer_a_chinese_question_in_chinese(scripted, scripted_llm):
     scripted_llm.first_tokens = judging_model(claim_holds=True)
-    scripted_llm.queue("How much faster is Vegas than default vLLM?", "Vegas 比默认的 vLLM 快 1.25×–2.81× [1]。")
-    answer = scripted.ask("Vegas 比默认的 vLLM 快多少？")
+    scripted_llm.queue(f"How much faster is {VEGAS} than default vLLM?", f"{VEGAS} 比默认的 vLLM 快 1.25×–2.81× [1]。")
+    answer = scripted.ask(f"{VEGAS} 比默认的 vLLM 快多少？")
     (draft,) = drafts(scripted_llm)[-1:]
     assert "请用中文回答" in draft["messages"][-1]["content"]
     assert answer.status == "answered" and "快" in answer.text
 
 
 def test_without_log_probabilities_the_rule_fitted_without_the_models_odds_decides(scripted, scripted_llm):
-    scripted_llm.queue("Vegas reaches 1.25×–2.81× the decoding throughput of default vLLM [1].")
-    answer = scripted.ask("What speedup over default vLLM does Vegas report?")
+    scripted_llm.queue(f"{VEGAS} reaches 1.25×–2.81× the decoding throughput of default vLLM [1].")
+    answer = scripted.ask(f"What speedup over default vLLM does {VEGAS} report?")
     assert answer.status == "answered" and "2.81" in answer.text
     assert len(scripted_llm.judged) == 1, "asked once, then not again"
 
@@ -108,19 +100,19 @@ def test_where_the_rule_finds_no_answer_a_sentence_judged_to_answer_is_not_quote
         return len(judged) == 1
 
     scripted_llm.first_tokens = judging_model(declines=True, sentence=first_sentence_answers)
-    answer = scripted.ask("What batch size does Vegas draft with?")
-    assert answer.refused and answer.text.startswith("The Vegas abstract [1] does not answer that question.")
+    answer = scripted.ask(f"What batch size does {VEGAS} draft with?")
+    assert answer.refused and answer.text.startswith(f"The {VEGAS} abstract [1] does not answer that question.")
     assert len(judged) == 2 and judged[0] not in answer.text and judged[1] in answer.text
     assert drafts(scripted_llm) == [], "the rule refused before any draft"
 
 
 def test_a_sentence_that_carries_the_asked_figure_answers_only_where_the_model_leans_to_it(scripted, scripted_llm):
-    vague = "Vegas decodes faster than default vLLM [1]."  # no figure for "how much": the draft fails
+    vague = f"{VEGAS} decodes faster than default vLLM [1]."  # no figure for "how much": the draft fails
     scripted_llm.first_tokens = judging_model(sentence=lambda content: "2.81" in content)
     scripted_llm.queue(vague)
-    answer = scripted.ask("How much faster than default vLLM does Vegas decode?")
+    answer = scripted.ask(f"How much faster than default vLLM does {VEGAS} decode?")
     assert answer.status == "answered" and "2.81" in answer.text
     scripted_llm.first_tokens = judging_model(sentence=lambda content: False)
     scripted_llm.queue(vague)
-    answer = scripted.ask("How much faster than default vLLM does Vegas decode?")
+    answer = scripted.ask(f"How much faster than default vLLM does {VEGAS} decode?")
     assert answer.refused and "2.81" not in answer.text

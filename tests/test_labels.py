@@ -10,7 +10,8 @@ import pytest
 
 from assistant import Assistant
 from assistant.labels import FILE_NAME, check
-from conftest import ScriptedLLM, make_settings
+from conftest import SDG_NAME, VEGAS, scripted_settings
+from fakes import ScriptedLLM
 
 SDG_TEXT = ("Training-free diffusion guidance offers a flexible framework. We propose Stein Diffusion Guidance "
             "(SDG), which corrects the guidance with a Stein operator. SDG improves sampling on molecules.")
@@ -37,14 +38,14 @@ def test_a_description_that_is_a_sentence_cut_off_or_not_from_the_abstract_is_re
 
 
 def sdg(assistant: Assistant):
-    return next(p for p in assistant.papers if "Stein Diffusion Guidance (SDG)" in p.text)
+    return next(p for p in assistant.papers if SDG_NAME in p.text)
 
 
 def test_a_label_the_model_writes_is_kept_by_abstract_and_shown_in_place_of_the_derived_title(
     own_index: Path, scripted_llm: ScriptedLLM
 ) -> None:
     scripted_llm.queue(json.dumps({"name": "SDG", "description": "Stein Diffusion Guidance"}))
-    settings = make_settings(own_index, llm_base_url=scripted_llm.url, llm_model="scripted")
+    settings = scripted_settings(own_index, scripted_llm)
     with Assistant.from_settings(settings) as assistant:
         paper = sdg(assistant)
         derived = paper.title
@@ -62,7 +63,7 @@ def test_a_label_the_model_writes_is_kept_by_abstract_and_shown_in_place_of_the_
 
 def test_a_label_that_does_not_hold_is_never_shown_and_not_asked_again(own_index: Path, scripted_llm: ScriptedLLM) -> None:
     scripted_llm.queue(json.dumps({"name": "Diffusion", "description": "We propose a flexible framework for"}))  # a word, a sentence
-    settings = make_settings(own_index, llm_base_url=scripted_llm.url, llm_model="scripted")
+    settings = scripted_settings(own_index, scripted_llm)
     with Assistant.from_settings(settings) as assistant:
         paper = sdg(assistant)
         (kept,) = list(assistant.keep_papers([paper.id]))
@@ -80,10 +81,10 @@ def test_an_ordinary_word_of_the_abstract_is_not_a_name() -> None:
 
 def test_a_description_without_a_name_is_led_by_the_name_the_rule_found(own_index: Path, scripted_llm: ScriptedLLM) -> None:
     scripted_llm.queue(json.dumps({"name": "", "description": "Verification-guided sparse attention drafting"}))
-    settings = make_settings(own_index, llm_base_url=scripted_llm.url, llm_model="scripted")
+    settings = scripted_settings(own_index, scripted_llm)
     with Assistant.from_settings(settings) as assistant:
-        (kept,) = list(assistant.keep_papers(["Vegas"]))
-    assert kept.shown == "Vegas: Verification-guided sparse attention drafting" and kept.called == "Vegas"
+        (kept,) = list(assistant.keep_papers([VEGAS]))
+    assert kept.shown == f"{VEGAS}: Verification-guided sparse attention drafting" and kept.called == VEGAS
 
 
 def test_a_name_that_spells_out_the_short_name_the_rule_found_is_led_by_it() -> None:

@@ -19,7 +19,8 @@ from llama_cpp import LlamaState
 
 from assistant.config import Settings
 from assistant.errors import LLMTimeoutError, LLMUnavailableError, ModelError
-from conftest import ScriptedLLM, free_port
+from conftest import free_port
+from fakes import ScriptedLLM
 
 from assistant.llm.child import KeptStates, _DryRun
 from assistant.llm.server import drop_outdated_states

@@ -13,15 +13,15 @@ from assistant.load import load_file, load_papers, paper_id
 from assistant.text import clean_markup
 from assistant.types import Paper
 
-from conftest import CORPUS_FILES
+from conftest import BUNDLED_FILES, CORPUS
 
-FILE_1, FILE_2, FILE_3 = (path.name for path in CORPUS_FILES)
+FILE_1, FILE_2, FILE_3 = (path.name for path in BUNDLED_FILES)
 MAX_TITLE_CHARS = 75  # "a short label": titles run to about 70 characters (8 words plus an ellipsis)
 
 
 @pytest.fixture(scope="module")
 def papers() -> list[Paper]:
-    return load_papers(CORPUS_FILES)
+    return load_papers(BUNDLED_FILES)
 
 
 def by_position(papers: list[Paper], source: str, ordinal: int) -> Paper:
@@ -38,13 +38,13 @@ def abstract_lines(path: Path) -> list[str]:
 
 
 def test_bundled_corpus_is_three_files_of_nineteen_papers_each(papers: list[Paper]) -> None:
-    assert len(CORPUS_FILES) == 3
+    assert len(BUNDLED_FILES) == 3
     assert len(papers) == 57
     assert Counter(p.source for p in papers) == {FILE_1: 19, FILE_2: 19, FILE_3: 19}
 
 
 def test_ordinals_number_each_files_papers_from_1_to_19_in_file_order(papers: list[Paper]) -> None:
-    for path in CORPUS_FILES:
+    for path in BUNDLED_FILES:
         assert [p.ordinal for p in papers if p.source == path.name] == list(range(1, 20))
 
 
@@ -53,13 +53,13 @@ def test_paper_ids_are_unique(papers: list[Paper]) -> None:
 
 
 def test_paper_ids_are_stable_across_loads_and_derive_from_source_and_ordinal(papers: list[Paper]) -> None:
-    again = load_papers(CORPUS_FILES)
+    again = load_papers(BUNDLED_FILES)
     assert [p.id for p in again] == [p.id for p in papers]
     assert all(p.id == paper_id(p.source, p.ordinal) for p in papers)
 
 
 def test_abstract_is_the_verbatim_line_of_the_file(papers: list[Paper]) -> None:
-    for path in CORPUS_FILES:
+    for path in BUNDLED_FILES:
         assert [p.abstract for p in papers if p.source == path.name] == abstract_lines(path)
 
 
@@ -159,10 +159,10 @@ def test_jsonl_without_a_title_gets_one_derived_from_the_abstract(tmp_path: Path
 
 def test_a_cached_parse_gives_the_same_papers_as_parsing(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    parsed = load_file(CORPUS_FILES[0])
-    assert load_file(CORPUS_FILES[0], cache) == parsed  # parsed, then written
+    parsed = load_file(CORPUS[0])
+    assert load_file(CORPUS[0], cache) == parsed  # parsed, then written
     assert len(list(cache.glob("*.json"))) == 1
-    assert load_file(CORPUS_FILES[0], cache) == parsed  # read back
+    assert load_file(CORPUS[0], cache) == parsed  # read back
 
 
 def test_a_changed_file_is_parsed_again_not_served_from_the_cache(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Asking across papers: rows, cells, "not stated", quotes, export, the CLI and the table evaluation.
 
 Cells are decided below the model with a scripted OpenAI-compatible server (its replies are the
-JSON the grammar would force); one test (marked `llm`) fills a real table with the local model.
+line the grammar would force), over the tests' corpus; one test (marked `llm`) fills a real table
+with the local model.
 """
 
 from __future__ import annotations
@@ -19,34 +20,23 @@ from assistant.evaluation.tables import TABLES_PATH, load_tables, score_cell, sc
 from assistant.table import CELL_ANSWER_CHARS, _parse, check_columns, resolve_papers, to_csv, to_markdown
 from assistant.types import NOT_STATED, Cell, Row, Table
 
-from conftest import free_port, make_settings, run_cli
+from conftest import ARM, FEDERATED, VEGAS, make_settings, run_cli
 
 SPEEDUP = "What speedup does it report?"
-
-
-def reply(answer: str) -> str:
-    return answer
-
-
-@pytest.fixture
-def scripted(shared_index_dir, scripted_llm):
-    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
-    with Assistant.from_settings(settings) as assistant:
-        yield assistant, scripted_llm
 
 
 # -- choosing rows and columns ----------------------------------------------------------------
 
 
-def test_papers_are_found_by_id_title_or_label(shared_assistant):
-    vegas = next(p for p in shared_assistant.papers if p.title == "Vegas")
-    for name in (vegas.id, "vegas", vegas.label):
-        assert resolve_papers([name], shared_assistant.papers) == [vegas]
+def test_papers_are_found_by_id_title_or_label(small_assistant):
+    vegas = next(p for p in small_assistant.papers if p.title == VEGAS)
+    for name in (vegas.id, VEGAS.lower(), vegas.label):
+        assert resolve_papers([name], small_assistant.papers) == [vegas]
 
 
-def test_an_unknown_paper_is_an_error_that_says_where_to_look(shared_assistant):
+def test_an_unknown_paper_is_an_error_that_says_where_to_look(small_assistant):
     with pytest.raises(QuestionError, match="assistant papers"):
-        resolve_papers(["Vegas", "No Such Paper"], shared_assistant.papers)
+        resolve_papers([VEGAS, "No Such Paper"], small_assistant.papers)
 
 
 def test_a_table_needs_a_column_and_not_too_many():
@@ -56,31 +46,31 @@ def test_a_table_needs_a_column_and_not_too_many():
         check_columns([f"Question {i}?" for i in range(9)], 200)
 
 
-def test_a_table_needs_to_know_its_papers(shared_assistant):
+def test_a_table_needs_to_know_its_papers(small_assistant):
     with pytest.raises(QuestionError, match="which papers"):
-        shared_assistant.table([SPEEDUP])
+        small_assistant.table([SPEEDUP])
 
 
 @pytest.fixture(scope="module")
-def weighing(shared_index_dir):
+def weighing(small_index):
     """An Assistant whose embedded model may be asked whether candidates are on a topic (kept apart
-    from `shared_assistant`, whose tests check that retrieval alone never starts the model)."""
-    with Assistant.from_settings(make_settings(shared_index_dir)) as assistant:
+    from `small_assistant`, whose tests check that retrieval alone never starts the model)."""
+    with Assistant.from_settings(make_settings(small_index)) as assistant:
         yield assistant
 
 
 def test_a_topic_chooses_its_papers_each_with_the_sentence_that_shows_it(weighing):
     rows, _ = weighing.tables.topic_rows("federated learning")
-    assert {row.paper.title for row in rows} == {"FedUSD", "RC-FCL"}
+    assert {row.paper.title for row in rows} == set(FEDERATED)
     for row in rows:
         span = row.reason.spans[0]
         assert row.paper.abstract[span.start:span.end] == span.text
         assert "Federated" in span.text
 
 
-def test_a_topic_longer_than_a_question_may_be_is_an_error_that_says_so(shared_assistant):
+def test_a_topic_longer_than_a_question_may_be_is_an_error_that_says_so(small_assistant):
     with pytest.raises(QuestionError, match="name it in a few words"):
-        shared_assistant.table([SPEEDUP], topic="KV cache compression " * 300)
+        small_assistant.table([SPEEDUP], topic="KV cache compression " * 300)
 
 
 def test_a_topic_no_paper_is_about_gives_an_empty_table_that_says_so(weighing):
@@ -88,97 +78,85 @@ def test_a_topic_no_paper_is_about_gives_an_empty_table_that_says_so(weighing):
     assert table.rows == [] and table.cells == [] and any("No paper" in n for n in table.notices)
 
 
-def test_every_paper_of_a_corpus_file_can_be_the_rows(scripted):
-    assistant, llm = scripted
-    llm.responder = lambda messages: reply("not stated")
-    source = assistant.sources[0]
-    table = assistant.table([SPEEDUP], source=source)
-    assert [r.paper for r in table.rows] == [p for p in assistant.papers if p.source == source]
+def test_every_paper_of_a_corpus_file_can_be_the_rows(scripted, scripted_llm):
+    scripted_llm.responder = lambda messages: "not stated"
+    source = scripted.sources[0]
+    table = scripted.table([SPEEDUP], source=source)
+    assert [r.paper for r in table.rows] == [p for p in scripted.papers if p.source == source]
     with pytest.raises(QuestionError, match="No corpus file"):
-        assistant.table([SPEEDUP], source="nope.txt")
+        scripted.table([SPEEDUP], source="nope.txt")
 
 
 # -- deciding a cell (scripted model) --------------------------------------------------------
 
 
-def test_a_stated_cell_has_the_answer_and_its_verbatim_quote(scripted):
-    assistant, llm = scripted
-    llm.responder = lambda messages: reply("1.25×–2.81× over default vLLM")
-    table = assistant.table([SPEEDUP], papers=["Vegas"])
+def test_a_stated_cell_has_the_answer_and_its_verbatim_quote(scripted, scripted_llm):
+    scripted_llm.responder = lambda messages: "1.25×–2.81× over default vLLM"
+    table = scripted.table([SPEEDUP], papers=[VEGAS])
     cell = table.cells[0][0]
     assert cell.status == "stated" and "2.81" in cell.text
     span = cell.citation.spans[0]
     assert cell.paper.abstract[span.start:span.end] == span.text and "1.25" in span.text
 
 
-def test_the_quote_is_the_sentence_that_holds_the_answers_figures(scripted):
-    assistant, llm = scripted
-    llm.responder = lambda messages: reply("1.25×–2.81×")
-    cell = assistant.table([SPEEDUP], papers=["Vegas"]).cells[0][0]
+def test_the_quote_is_the_sentence_that_holds_the_answers_figures(scripted, scripted_llm):
+    scripted_llm.responder = lambda messages: "1.25×–2.81×"
+    cell = scripted.table([SPEEDUP], papers=[VEGAS]).cells[0][0]
     assert cell.status == "stated" and "1.25" in cell.citation.quote
 
 
-def test_the_model_is_asked_for_the_answer_alone_on_one_line(scripted):
+def test_the_model_is_asked_for_the_answer_alone_on_one_line(scripted, scripted_llm):
     # No structure around the answer: on the embedded model every forced token costs a decoding
     # step (its grammar bounds the line, see test_llm); another backend stops at the line's end.
-    assistant, llm = scripted
-    llm.responder = lambda messages: reply("1.25×–2.81×")
-    assistant.table([SPEEDUP], papers=["Vegas"])
-    assert llm.requests[-1]["stop"] == ["\n"] and "response_format" not in llm.requests[-1]
+    scripted_llm.responder = lambda messages: "1.25×–2.81×"
+    scripted.table([SPEEDUP], papers=[VEGAS])
+    assert scripted_llm.requests[-1]["stop"] == ["\n"] and "response_format" not in scripted_llm.requests[-1]
 
 
-def test_an_answer_as_long_as_the_grammar_allows_and_not_copied_verbatim_is_marked_as_possibly_cut(scripted):
-    assistant, llm = scripted
-    long = "Vegas is 1.25×–2.81× faster in decoding throughput than default vLLM and a"
-    llm.responder = lambda messages: reply(long[:CELL_ANSWER_CHARS])
-    cell = assistant.table([SPEEDUP], papers=["Vegas"]).cells[0][0]
+def test_an_answer_as_long_as_the_grammar_allows_and_not_copied_verbatim_is_marked_as_possibly_cut(scripted, scripted_llm):
+    long = f"{VEGAS} is 1.25×–2.81× faster in decoding throughput than default vLLM and a"
+    scripted_llm.responder = lambda messages: long[:CELL_ANSWER_CHARS]
+    cell = scripted.table([SPEEDUP], papers=[VEGAS]).cells[0][0]
     assert cell.status == "stated" and cell.text == long[:CELL_ANSWER_CHARS] + "…"
 
 
-def test_a_model_that_says_not_stated_gives_a_not_stated_cell(scripted):
-    assistant, llm = scripted
-    llm.responder = lambda messages: reply("not stated")
-    cell = assistant.table(["What batch size is used?"], papers=["Vegas"]).cells[0][0]
+def test_a_model_that_says_not_stated_gives_a_not_stated_cell(scripted, scripted_llm):
+    scripted_llm.responder = lambda messages: "not stated"
+    cell = scripted.table(["What batch size is used?"], papers=[VEGAS]).cells[0][0]
     assert cell.status == "not_stated" and cell.text == NOT_STATED and cell.citation is None
 
 
-def test_a_figure_about_another_quantity_is_not_an_answer(scripted):
+def test_a_figure_about_another_quantity_is_not_an_answer(scripted, scripted_llm):
     # Asked how much memory Vegas saves, a small model gives the speedup: the abstract gives no saving.
-    assistant, llm = scripted
-    llm.responder = lambda messages: reply("1.25×–2.81× memory")
-    cell = assistant.table(["How much memory does it save?"], papers=["Vegas"]).cells[0][0]
+    scripted_llm.responder = lambda messages: "1.25×–2.81× memory"
+    cell = scripted.table(["How much memory does it save?"], papers=[VEGAS]).cells[0][0]
     assert cell.status == "not_stated"
 
 
-def test_a_figure_no_sentence_holds_is_not_an_answer(scripted):
-    assistant, llm = scripted
-    llm.responder = lambda messages: reply("a 7.5× speedup")
-    cell = assistant.table([SPEEDUP], papers=["Vegas"]).cells[0][0]
+def test_a_figure_no_sentence_holds_is_not_an_answer(scripted, scripted_llm):
+    scripted_llm.responder = lambda messages: "a 7.5× speedup"
+    cell = scripted.table([SPEEDUP], papers=[VEGAS]).cells[0][0]
     assert cell.status == "not_stated"
 
 
-def test_the_columns_of_one_paper_share_the_prompt_up_to_the_question(scripted):
-    assistant, llm = scripted
-    llm.responder = lambda messages: reply("not stated")
-    assistant.table([SPEEDUP, "Compared with what baseline?"], papers=["Vegas"])
-    first, second = (llm.messages(i)[-1]["content"] for i in (0, 1))
+def test_the_columns_of_one_paper_share_the_prompt_up_to_the_question(scripted, scripted_llm):
+    scripted_llm.responder = lambda messages: "not stated"
+    scripted.table([SPEEDUP, "Compared with what baseline?"], papers=[VEGAS])
+    first, second = (scripted_llm.messages(i)[-1]["content"] for i in (0, 1))
     assert first.split("Question:")[0] == second.split("Question:")[0]
-    assert llm.messages(0)[0] == llm.messages(1)[0]
+    assert scripted_llm.messages(0)[0] == scripted_llm.messages(1)[0]
 
 
-def test_cells_stream_row_by_row_before_the_table(scripted):
-    assistant, llm = scripted
-    llm.responder = lambda messages: reply("not stated")
-    events = list(assistant.table_events([SPEEDUP, "Which baseline?"], papers=["Vegas", "ARM"]))
+def test_cells_stream_row_by_row_before_the_table(scripted, scripted_llm):
+    scripted_llm.responder = lambda messages: "not stated"
+    events = list(scripted.table_events([SPEEDUP, "Which baseline?"], papers=[VEGAS, ARM]))
     kinds = [type(e).__name__ for e in events]
     assert kinds == ["Row", "Row", "Cell", "Cell", "Cell", "Cell", "Table"]
     assert [(e.row, e.column) for e in events if isinstance(e, Cell)] == [(0, 0), (0, 1), (1, 0), (1, 1)]
 
 
-def test_a_down_model_fails_the_cells_with_a_notice_and_stops_calling_it(shared_index_dir):
-    settings = make_settings(shared_index_dir, llm_base_url=f"http://127.0.0.1:{free_port()}/v1", llm_timeout=5)
-    with Assistant.from_settings(settings) as assistant:
-        table = assistant.table([SPEEDUP, "Which baseline?"], papers=["Vegas", "ARM"])
+def test_a_down_model_fails_the_cells_with_a_notice_and_stops_calling_it(llm_down):
+    table = llm_down.table([SPEEDUP, "Which baseline?"], papers=[VEGAS, ARM])
     assert all(c.status == "failed" and "not reachable" in c.note for line in table.cells for c in line)
     assert any("could not fill" in n for n in table.notices)
 
@@ -193,9 +171,9 @@ def test_a_reply_is_read_as_its_first_line_without_quotes_and_cut_to_a_cells_len
 
 
 @pytest.fixture
-def small_table(shared_assistant) -> Table:
-    vegas, arm = resolve_papers(["Vegas", "ARM"], shared_assistant.papers)
-    sentences = shared_assistant.engine.sentences.get(vegas)
+def small_table(small_assistant) -> Table:
+    vegas, arm = resolve_papers([VEGAS, ARM], small_assistant.papers)
+    sentences = small_assistant.engine.sentences.get(vegas)
     index = next(i for i, s in enumerate(sentences.clean) if "1.25×" in s)
     quote = make_citation(1, vegas, sentences.raw, [index])
     cells = [[Cell(0, 0, vegas, SPEEDUP, "1.25×–2.81× | vLLM", "stated", quote)],
@@ -206,13 +184,13 @@ def small_table(shared_assistant) -> Table:
 def test_csv_has_an_answer_and_a_quote_column_per_question(small_table):
     rows = list(csv.reader(io.StringIO(to_csv(small_table))))
     assert rows[0] == ["paper_id", "title", "label", SPEEDUP, f"{SPEEDUP} (quote)"]
-    assert rows[1][1] == "Vegas" and "1.25" in rows[1][4] and rows[2][3] == NOT_STATED and rows[2][4] == ""
+    assert rows[1][1] == VEGAS and "1.25" in rows[1][4] and rows[2][3] == NOT_STATED and rows[2][4] == ""
 
 
 def test_markdown_escapes_pipes_and_lists_the_quotes(small_table):
     text = to_markdown(small_table)
-    assert "1.25×–2.81× \\| vLLM [1]" in text and "[1] Vegas (" in text
-    assert text.splitlines()[3].startswith("| ARM | not stated in the abstract")
+    assert "1.25×–2.81× \\| vLLM [1]" in text and f"[1] {VEGAS} (" in text
+    assert text.splitlines()[3].startswith(f"| {ARM} | not stated in the abstract")
 
 
 def test_the_table_as_json_keeps_the_verbatim_spans(small_table):
@@ -224,25 +202,25 @@ def test_the_table_as_json_keeps_the_verbatim_spans(small_table):
 # -- the command line ----------------------------------------------------------------------------
 
 
-def test_the_cli_writes_csv_and_prints_the_markdown_table(shared_index_dir, scripted_llm, tmp_path):
-    scripted_llm.responder = lambda messages: reply("not stated")
+def test_the_cli_writes_csv_and_prints_the_markdown_table(small_index, scripted_llm, tmp_path):
+    scripted_llm.responder = lambda messages: "not stated"
     out = tmp_path / "t.csv"
-    done = run_cli("table", "--papers", "Vegas,ARM", "-c", SPEEDUP, "--csv", str(out), index_dir=shared_index_dir,
-                   ASSISTANT_LLM_BASE_URL=scripted_llm.url, ASSISTANT_LLM_MODEL="scripted")
+    done = run_cli("table", "--papers", f"{VEGAS},{ARM}", "-c", SPEEDUP, "--csv", str(out), index_dir=small_index,
+                   **scripted_llm.env())
     assert done.returncode == 0, done.stderr
-    assert "| Vegas | not stated in the abstract |" in done.stdout
+    assert f"| {VEGAS} | not stated in the abstract |" in done.stdout
     assert "Filling the table" in done.stderr
-    assert [r[1] for r in csv.reader(io.StringIO(out.read_text()))] == ["title", "Vegas", "ARM"]
+    assert [r[1] for r in csv.reader(io.StringIO(out.read_text()))] == ["title", VEGAS, ARM]
 
 
-def test_the_cli_says_it_is_choosing_a_topics_papers_and_when_none_is_on_it(shared_index_dir):
-    done = run_cli("table", "--topic", "sourdough bread baking", "-c", SPEEDUP, index_dir=shared_index_dir)
+def test_the_cli_says_it_is_choosing_a_topics_papers_and_when_none_is_on_it(small_index):
+    done = run_cli("table", "--topic", "sourdough bread baking", "-c", SPEEDUP, index_dir=small_index)
     assert "Choosing the papers on “sourdough bread baking”…" in done.stderr
     assert done.returncode == 1 and "No paper in the collection is about" in done.stderr and not done.stdout
 
 
-def test_the_cli_asks_which_papers_when_none_are_given(shared_index_dir):
-    done = run_cli("table", "-c", SPEEDUP, index_dir=shared_index_dir)
+def test_the_cli_asks_which_papers_when_none_are_given(small_index):
+    done = run_cli("table", "-c", SPEEDUP, index_dir=small_index)
     assert done.returncode == 2 and "--topic" in done.stderr
 
 
@@ -274,19 +252,19 @@ def test_cells_are_scored_on_facts_and_on_not_stated():
 
 
 @pytest.mark.llm
-def test_the_local_model_fills_a_table_with_a_figure_and_a_not_stated(shared_index_dir, tmp_path):
+def test_the_local_model_fills_a_table_with_a_figure_and_a_not_stated(small_index, tmp_path):
     # Nothing kept yet: each row is read in the sentences closest to the column, never whole
     # (reading a whole abstract first costs seconds), so the table keeps nothing; a row kept
     # afterwards still fills right.
-    with Assistant.from_settings(make_settings(shared_index_dir, llm_kept_states_dir=tmp_path)) as assistant:
-        table = assistant.table([SPEEDUP], papers=["Vegas", "ARM"])
+    with Assistant.from_settings(make_settings(small_index, llm_kept_states_dir=tmp_path)) as assistant:
+        table = assistant.table([SPEEDUP], papers=[VEGAS, ARM])
         vegas, arm = table.cells[0][0], table.cells[1][0]
         assert vegas.status == "stated" and "2.81" in vegas.text, vegas
         assert vegas.citation.spans[0].text in vegas.paper.abstract
         assert arm.status == "not_stated", arm
         kept = assistant.tables.keep(vegas.paper)
         assert kept is not None and kept["new"] is True  # the table had not read the whole abstract
-        again = assistant.table([SPEEDUP], papers=["Vegas"]).cells[0][0]
+        again = assistant.table([SPEEDUP], papers=[VEGAS]).cells[0][0]
         assert again.status == "stated" and "2.81" in again.text, again
         assert assistant.tables.keep(vegas.paper)["new"] is False
 

@@ -6,17 +6,18 @@ import numpy as np
 
 from assistant.wording import STOPWORDS
 from assistant.topics import GENERIC_TERMS, cluster, label_groups
+from conftest import ARM, VEGAS
 
 
-def test_every_paper_is_in_exactly_one_topic(shared_assistant):
-    groups = shared_assistant.topic_groups()
+def test_every_paper_is_in_exactly_one_topic(small_assistant):
+    groups = small_assistant.topic_groups()
     ids = [p.id for g in groups for p in g.papers]
-    assert sorted(ids) == sorted(p.id for p in shared_assistant.papers)
+    assert sorted(ids) == sorted(p.id for p in small_assistant.papers)
     assert 3 <= len(groups) <= 15
 
 
-def test_topic_labels_are_distinctive_terms_not_common_words(shared_assistant):
-    for group in shared_assistant.topic_groups():
+def test_topic_labels_are_distinctive_terms_not_common_words(small_assistant):
+    for group in small_assistant.topic_groups():
         assert group.terms, group
         for term in group.terms:
             assert not set(term.split()) <= (STOPWORDS | GENERIC_TERMS), term
@@ -24,16 +25,16 @@ def test_topic_labels_are_distinctive_terms_not_common_words(shared_assistant):
             assert any(term in p.text.lower() for p in group.papers), term
 
 
-def test_papers_on_one_subject_land_in_one_topic(shared_assistant):
-    by_title = {p.title: g.label for g in shared_assistant.topic_groups() for p in g.papers}
-    assert by_title["Vegas"] == by_title["ARM"]  # both are about the KV cache of long-context LLMs
+def test_papers_on_one_subject_land_in_one_topic(small_assistant):
+    by_title = {p.title: g.label for g in small_assistant.topic_groups() for p in g.papers}
+    assert by_title[VEGAS] == by_title[ARM]  # both are about the KV cache of long-context LLMs
 
 
-def test_grouping_is_the_same_every_time(shared_assistant):
-    vectors = shared_assistant.store.paper_vectors()
+def test_grouping_is_the_same_every_time(small_assistant):
+    vectors = small_assistant.store.paper_vectors()
     from assistant.topics import paper_matrix
 
-    _, matrix = paper_matrix(shared_assistant.papers, vectors)
+    _, matrix = paper_matrix(small_assistant.papers, vectors)
     assert (cluster(matrix) == cluster(matrix)).all()
 
 

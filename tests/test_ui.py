@@ -3,20 +3,20 @@
 The handlers drive a real `Assistant` (index, retrieval, answer engine, citation verifier,
 the `openai` client of assistant.llm) whose language model is the `scripted_llm` fixture:
 an OpenAI-compatible HTTP server replying from a script and recording what it was sent.
-Rendering tests build `Answer`/`Citation` values from real corpus papers. The one test
-that needs the real local language model (`/ask` over HTTP) is marked `llm`.
+Rendering tests build `Answer`/`Citation` values from the papers of the tests' corpus. The one
+test that needs the real local language model (`/ask` over HTTP) is marked `llm`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 import pytest
-from conftest import Fault, ScriptedLLM, free_port, make_settings
+from conftest import ARM, ISA, VEGAS, VIEWMASK, free_port, make_settings
+from fakes import Fault, ScriptedLLM
 
 from assistant import Assistant, AssistantError, Settings, ui
 from assistant.load import make_paper
@@ -24,16 +24,16 @@ from assistant.text import clean_markup, split_sentences
 from assistant.prompts import REFUSAL_SENTINEL
 from assistant.types import Answer, Citation, Paper, Passage
 
-VEGAS_QUESTION = "Against default vLLM, what throughput speedup is reported for Vegas?"
+VEGAS_QUESTION = f"Against default vLLM, what throughput speedup is reported for {VEGAS}?"
 # A draft as a small model writes it: one claim the Vegas abstract supports, one it does not.
-VEGAS_DRAFT = "Vegas achieves a 1.25×–2.81× speedup over default vLLM [1]. It is the fastest method ever built [1]."
-VEGAS_VERIFIED = "Vegas achieves a 1.25×–2.81× speedup over default vLLM [1]. It is the fastest method ever built."
+VEGAS_DRAFT = f"{VEGAS} achieves a 1.25×–2.81× speedup over default vLLM [1]. It is the fastest method ever built [1]."
+VEGAS_VERIFIED = f"{VEGAS} achieves a 1.25×–2.81× speedup over default vLLM [1]. It is the fastest method ever built."
 FOLLOW_UP = "Is its code public?"
-FOLLOW_UP_QUERY = "Vegas self-speculative decoding source code availability"
-CHINESE_FOLLOW_UP = "Vegas 的代码公开了吗？"
-FOLLOW_UP_DRAFT = "The code of Vegas is available on GitHub [1]."
+FOLLOW_UP_QUERY = f"{VEGAS} self-speculative decoding source code availability"
+CHINESE_FOLLOW_UP = f"{VEGAS} 的代码公开了吗？"
+FOLLOW_UP_DRAFT = f"The code of {VEGAS} is available on GitHub [1]."
 ISA_QUESTION = "Which paper brings sparse attention to editing videos in context?"
-ISA_DRAFT = "ISA is an in-context sparse attention framework for ICL video editing [1]."
+ISA_DRAFT = f"{ISA} is an in-context sparse attention framework for ICL video editing [1]."
 HOSTILE = '<script>alert(1)</script> We study <img src=x onerror="alert(2)"> robust {{x}} ${y} models.'
 
 
@@ -45,35 +45,23 @@ def sentence_with(paper: Paper, needle: str) -> str:
     return next(s for s in split_sentences(paper.abstract) if needle in s)
 
 
-def vegas_answer(shared_assistant: Assistant) -> Answer:
+def vegas_answer(assistant: Assistant) -> Answer:
     """A verified answer as a value, for the rendering tests."""
-    vegas = paper_titled(shared_assistant, "Vegas")
+    vegas = paper_titled(assistant, VEGAS)
     quote = sentence_with(vegas, "speedup in decoding throughput")  # has LaTeX: 1.25$\times$
     return Answer(
         question=VEGAS_QUESTION,
-        text="Vegas achieves a 1.25×–2.81× decoding throughput speedup over default vLLM [1].",
+        text=f"{VEGAS} achieves a 1.25×–2.81× decoding throughput speedup over default vLLM [1].",
         citations=[Citation(marker=1, paper=vegas, quote=quote, support=0.9)],
-        passages=shared_assistant.retrieve(VEGAS_QUESTION, k=3),
+        passages=assistant.retrieve(VEGAS_QUESTION, k=3),
         flagged=["It is the fastest method ever built."],
         timings={"first_token": 1.0},
     )
 
 
-def open_assistant(index_dir: Path, llm_url: str) -> Assistant:
-    """A real Assistant over the shared index whose language model is the server at `llm_url`."""
-    return Assistant.from_settings(make_settings(index_dir, llm_base_url=llm_url, llm_model="scripted", llm_timeout=10))
-
-
 @pytest.fixture
-def assistant(shared_index_dir: Path, scripted_llm: ScriptedLLM) -> Iterator[Assistant]:
-    instance = open_assistant(shared_index_dir, scripted_llm.url)
-    yield instance
-    instance.close()
-
-
-@pytest.fixture
-def controller(assistant: Assistant) -> ui.ChatController:
-    return ui.ChatController(assistant, assistant.settings)
+def controller(scripted: Assistant) -> ui.ChatController:
+    return ui.ChatController(scripted, scripted.settings)
 
 
 def run_turn(
@@ -130,7 +118,7 @@ def test_history_is_passed_as_plain_messages(controller: ui.ChatController, scri
     assert scripted_llm.replies == [] and len(scripted_llm.requests) == 2 and not is_condense(scripted_llm.requests[1])
     prompt = answer_prompt(scripted_llm.requests[1])
     assert f"Question: {FOLLOW_UP}\n(This follows the earlier question: {VEGAS_QUESTION})" in prompt
-    assert prompt.startswith("Sources:\n[1] Vegas:")
+    assert prompt.startswith(f"Sources:\n[1] {VEGAS}:")
     assert session.history() == first + [
         {"role": "user", "content": FOLLOW_UP},
         {"role": "assistant", "content": FOLLOW_UP_DRAFT},
@@ -144,17 +132,17 @@ def test_history_is_passed_as_plain_messages(controller: ui.ChatController, scri
 
 
 def test_stream_shows_draft_then_verified_answer(
-    assistant: Assistant, controller: ui.ChatController, scripted_llm: ScriptedLLM
+    scripted: Assistant, controller: ui.ChatController, scripted_llm: ScriptedLLM
 ) -> None:
     scripted_llm.queue(  # VEGAS_DRAFT in three deltas, with markup the page must not render
-        ["Vegas achieves a 1.25×–2.81× speedup ", "over default vLLM [1]. ", "It is the <b>fastest</b> method ever built [1]."]
+        [f"{VEGAS} achieves a 1.25×–2.81× speedup ", "over default vLLM [1]. ", "It is the <b>fastest</b> method ever built [1]."]
     )
-    assert "connects on the first question" in ui.model_status(assistant, assistant.settings)
+    assert "connects on the first question" in ui.model_status(scripted, scripted.settings)
     outputs = run_turn(controller, VEGAS_QUESTION, ui.Session())
 
     drafts = [o[0][-1]["content"] for o in outputs if o[0] != gr.skip() and "draft-cursor" in o[0][-1]["content"]]
     assert len(drafts) == 3
-    assert drafts[0].startswith("Vegas achieves a 1.25×–2.81× speedup") and "Drafting" in drafts[0]
+    assert drafts[0].startswith(f"{VEGAS} achieves a 1.25×–2.81× speedup") and "Drafting" in drafts[0]
     assert "It is the &lt;b&gt;fastest&lt;/b&gt; method ever built [1]." in drafts[2] and "<b>" not in drafts[2]
 
     final_chat, panel, status = last_value(outputs, 0), last_value(outputs, 1), last_value(outputs, 2)
@@ -162,19 +150,19 @@ def test_stream_shows_draft_then_verified_answer(
     body = message.split("\n\n")[0]
     assert "draft-cursor" not in message and "<b>" not in message
     # The supported sentence keeps its citation; the unsupported one loses it and is flagged.
-    assert body.startswith('Vegas achieves a 1.25×–2.81× speedup over default vLLM <a class="cite" href="#src-1-1"')
+    assert body.startswith(f'{VEGAS} achieves a 1.25×–2.81× speedup over default vLLM <a class="cite" href="#src-1-1"')
     assert body.count('class="cite"') == 1 and body.endswith("It is the &lt;b&gt;fastest&lt;/b&gt; method ever built.")
     assert "1 sentence of the draft could not be verified against the abstracts" in message
     assert "fastest&lt;/b&gt; method ever built. (no source supports it)" in message
-    vegas = paper_titled(assistant, "Vegas")
+    vegas = paper_titled(scripted, VEGAS)
     quote = clean_markup(sentence_with(vegas, "speedup in decoding throughput"))
-    assert 'id="src-1-1"' in panel and '<span class="src-title">Vegas</span>' in panel
+    assert 'id="src-1-1"' in panel and f'<span class="src-title">{VEGAS}</span>' in panel
     assert f"<mark>{ui.esc(quote)}</mark>" in panel
     assert "1 source verified" in status
     [request] = scripted_llm.requests
     assert request["stream"] is True and request["model"] == "scripted"
-    assert answer_prompt(request).startswith("Sources:\n[1] Vegas:")
-    line = ui.model_status(assistant, assistant.settings)
+    assert answer_prompt(request).startswith(f"Sources:\n[1] {VEGAS}:")
+    line = ui.model_status(scripted, scripted.settings)
     assert f"scripted at {scripted_llm.url}" in line and "ready" in line
 
 
@@ -187,27 +175,26 @@ def test_the_papers_being_read_are_shown_before_the_first_word_of_the_answer(
     first_draft = next(i for i, o in enumerate(outputs) if o[0] != gr.skip() and "draft-cursor" in o[0][-1]["content"])
     assert first_panel < first_draft
     panel = outputs[first_panel][1]
-    assert "Reading" in panel and '<span class="src-title">Vegas</span>' in panel
+    assert "Reading" in panel and f'<span class="src-title">{VEGAS}</span>' in panel
     assert "<mark>" not in panel.split("</blockquote>")[0]  # the closest sentence, shown, not yet a cited quote
     assert "speedup in decoding throughput" in panel
 
 
 def test_a_model_warming_up_in_the_background_shows_loading_then_ready(
-    assistant: Assistant, scripted_llm: ScriptedLLM
+    scripted: Assistant, scripted_llm: ScriptedLLM
 ) -> None:
     scripted_llm.queue("Ready.")
-    assert assistant.model_state == "idle"
-    assistant.warm_up().join(10)
-    assert assistant.model_state == "ready" and "ready" in ui.model_status(assistant, assistant.settings)
+    assert scripted.model_state == "idle"
+    scripted.warm_up().join(10)
+    assert scripted.model_state == "ready" and "ready" in ui.model_status(scripted, scripted.settings)
     [request] = scripted_llm.requests  # the fixed instructions, read once
     assert request["messages"][0]["role"] == "system" and REFUSAL_SENTINEL in request["messages"][0]["content"]
 
 
-def test_a_warm_up_that_fails_is_reported_and_the_next_question_tries_again(shared_index_dir: Path) -> None:
-    with open_assistant(shared_index_dir, f"http://127.0.0.1:{free_port()}/v1") as down:
-        down.warm_up().join(30)
-        line = ui.model_status(down, down.settings)
-        assert down.model_state == "failed" and "could not start" in line and "tries again" in line
+def test_a_warm_up_that_fails_is_reported_and_the_next_question_tries_again(llm_down: Assistant) -> None:
+    llm_down.warm_up().join(30)
+    line = ui.model_status(llm_down, llm_down.settings)
+    assert llm_down.model_state == "failed" and "could not start" in line and "tries again" in line
 
 
 def test_a_question_about_something_else_is_told_so_without_calling_the_model(
@@ -236,8 +223,8 @@ def test_a_question_the_abstracts_do_not_answer_lists_the_closest_papers_beside_
     assert "No answer in these abstracts" in last_value(outputs, 2)
 
 
-def test_sources_card_highlights_the_quote_in_the_cleaned_abstract(shared_assistant: Assistant) -> None:
-    answer = vegas_answer(shared_assistant)
+def test_sources_card_highlights_the_quote_in_the_cleaned_abstract(small_assistant: Assistant) -> None:
+    answer = vegas_answer(small_assistant)
     panel = ui.render_sources(answer, turn=3)
     vegas = answer.citations[0].paper
     cleaned = clean_markup(answer.citations[0].quote)
@@ -245,26 +232,26 @@ def test_sources_card_highlights_the_quote_in_the_cleaned_abstract(shared_assist
     assert cleaned in vegas.text
     assert '<article class="src-card" id="src-3-1">' in panel
     assert '<span class="cite-badge">1</span>' in panel
-    assert '<span class="src-title">Vegas</span>' in panel
+    assert f'<span class="src-title">{VEGAS}</span>' in panel
     assert f"{vegas.source}</span> <span class=\"src-ordinal\">#{vegas.ordinal}</span>" in panel
     assert panel.count(f"<mark>{ui.esc(cleaned)}</mark>") == 2  # the excerpt and inside the full abstract
     assert "<details" in panel and "Full abstract" in panel
     assert "\\times" not in panel
 
 
-def test_every_abstract_sentence_can_be_located(shared_assistant: Assistant) -> None:
+def test_every_abstract_sentence_can_be_located(small_assistant: Assistant) -> None:
     """Quotes are verbatim sentences of `abstract`; each must be found in the cleaned `text`."""
     missing = [
         (p.label, s[:60])
-        for p in shared_assistant.papers
+        for p in small_assistant.papers
         for s in split_sentences(p.abstract)
         if len(clean_markup(s)) >= 3 and not ui.locate_quote(p, s)
     ]
     assert missing == []
 
 
-def test_quote_of_two_separate_sentences_is_highlighted_twice(shared_assistant: Assistant) -> None:
-    paper = paper_titled(shared_assistant, "We study online bilateral trade where a learner…")
+def test_quote_of_two_separate_sentences_is_highlighted_twice(small_assistant: Assistant) -> None:
+    paper = paper_titled(small_assistant, ARM)
     sentences = split_sentences(paper.abstract)
     quote = f"{sentences[0]} {sentences[-1]}"
     spans = ui.locate_quote(paper, quote)
@@ -273,8 +260,8 @@ def test_quote_of_two_separate_sentences_is_highlighted_twice(shared_assistant: 
     assert card.count("<mark>") == 4
 
 
-def test_refusal_lists_the_closest_papers(shared_assistant: Assistant) -> None:
-    passages = shared_assistant.retrieve("What is the best recipe for sourdough bread?", k=5)
+def test_refusal_lists_the_closest_papers(small_assistant: Assistant) -> None:
+    passages = small_assistant.retrieve("What is the best recipe for sourdough bread?", k=5)
     answer = Answer(
         question="What is the best recipe for sourdough bread?",
         text="The abstracts in this collection do not contain the answer to that question.",
@@ -290,18 +277,16 @@ def test_refusal_lists_the_closest_papers(shared_assistant: Assistant) -> None:
     assert "closest papers are listed beside the chat" in message and "cite" not in message
 
 
-def test_llm_down_shows_the_retrieval_answer_with_its_notice(shared_index_dir: Path) -> None:
-    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
-    with open_assistant(shared_index_dir, url) as down:
-        controller = ui.ChatController(down, down.settings)
-        session = ui.Session()
-        outputs = run_turn(controller, VEGAS_QUESTION, session)
+def test_llm_down_shows_the_retrieval_answer_with_its_notice(llm_down: Assistant) -> None:
+    controller = ui.ChatController(llm_down, llm_down.settings)
+    session = ui.Session()
+    outputs = run_turn(controller, VEGAS_QUESTION, session)
     message = last_value(outputs, 0)[-1]["content"]
     assert "most relevant papers instead" in message
-    assert f"LLM server at {url} is not reachable" in message and "Traceback" not in message
+    assert f"LLM server at {llm_down.settings.llm_base_url} is not reachable" in message and "Traceback" not in message
     panel = last_value(outputs, 1)
     assert "Most relevant papers" in panel and panel.count('class="src-card src-ranked"') == 5
-    assert '<span class="src-title">Vegas</span>' in panel
+    assert f'<span class="src-title">{VEGAS}</span>' in panel
     assert "Language model unavailable" in last_value(outputs, 2)
     assert not session.pending and session.answered == 1
 
@@ -310,7 +295,7 @@ FAILURES = [  # what the server does -> what the user reads
     (Fault.http(500, "CUDA out of memory"), "returned HTTP 500: CUDA out of memory"),
     (Fault.garbage(), "sent a response that is not a valid chat completion"),
     (Fault.disconnect(), "is not reachable: Server disconnected without sending a response"),
-    (Fault.truncated("Vegas achieves a 1.25×"), "ended the answer stream unexpectedly"),
+    (Fault.truncated(f"{VEGAS} achieves a 1.25×"), "ended the answer stream unexpectedly"),
 ]
 
 
@@ -391,7 +376,7 @@ def test_assistant_errors_become_messages_not_tracebacks(
 
 
 def test_a_second_question_waits_for_the_first(controller: ui.ChatController, scripted_llm: ScriptedLLM) -> None:
-    scripted_llm.queue(["Vegas achieves ", "a 1.25×–2.81× speedup ", "over default vLLM [1]."])
+    scripted_llm.queue([f"{VEGAS} achieves ", "a 1.25×–2.81× speedup ", "over default vLLM [1]."])
     session = ui.Session()
     *_, job, _ = controller.submit(VEGAS_QUESTION, session, False)
     answering = controller.answer(job, session, 5, "")
@@ -405,7 +390,7 @@ def test_a_second_question_waits_for_the_first(controller: ui.ChatController, sc
     display, status, session = controller.stop(session)  # what the Stop button does after cancelling
     answering.close()
     stopped = display[-1]["content"]
-    assert stopped.startswith("Vegas achieves") and "draft-cursor" not in stopped
+    assert stopped.startswith(f"{VEGAS} achieves") and "draft-cursor" not in stopped
     assert "Stopped before the answer was complete; this draft was not verified." in stopped
     assert "Stopped" in status and not session.pending and session.history() == []
     assert controller.submit("second?", session, False)[4]["question"] == "second?"
@@ -422,9 +407,9 @@ def test_sessions_are_independent(controller: ui.ChatController, scripted_llm: S
     one, two, three = ui.Session(), ui.Session(), ui.Session()
     run_turn(controller, VEGAS_QUESTION, one)
     run_turn(controller, ISA_QUESTION, two)
-    run_turn(controller, "Which paper is about Vegas?", three, retrieval_only=True)
+    run_turn(controller, f"Which paper is about {VEGAS}?", three, retrieval_only=True)
     assert [is_condense(r) for r in scripted_llm.requests] == [False, False]  # no history leaked between sessions
-    assert "ISA" in answer_prompt(scripted_llm.requests[1]) and "Vegas" not in answer_prompt(scripted_llm.requests[1])
+    assert ISA in answer_prompt(scripted_llm.requests[1]) and VEGAS not in answer_prompt(scripted_llm.requests[1])
     assert [m["content"] for m in one.history()] == [VEGAS_QUESTION, VEGAS_VERIFIED]
     assert [m["content"] for m in two.history()] == [ISA_QUESTION, ISA_DRAFT]
     assert one.answered == two.answered == three.answered == 1
@@ -433,7 +418,7 @@ def test_sessions_are_independent(controller: ui.ChatController, scripted_llm: S
     run_turn(controller, FOLLOW_UP, one)
     prompt = answer_prompt(scripted_llm.requests[2])
     assert not is_condense(scripted_llm.requests[2]) and VEGAS_QUESTION in prompt
-    assert ISA_QUESTION not in prompt and "Which paper is about Vegas?" not in prompt
+    assert ISA_QUESTION not in prompt and f"Which paper is about {VEGAS}?" not in prompt
     assert len(ui.chat_messages(one)) == 4 and len(ui.chat_messages(two)) == len(ui.chat_messages(three)) == 2
     assert scripted_llm.errors == []
 
@@ -473,46 +458,47 @@ def test_abstract_and_answer_html_is_escaped() -> None:
 # -- retrieval only, browser, status ---------------------------------------------------------------
 
 
-def test_retrieval_only_ranks_papers_without_the_llm(shared_assistant: Assistant) -> None:
-    assert shared_assistant.llm_loaded is None
-    controller = ui.ChatController(shared_assistant, shared_assistant.settings)
+def test_retrieval_only_ranks_papers_without_the_llm(small_assistant: Assistant) -> None:
+    assert small_assistant.llm_loaded is None
+    controller = ui.ChatController(small_assistant, small_assistant.settings)
     session = ui.Session()
     [(display, panel, status, session)] = run_turn(
         controller, ISA_QUESTION, session, retrieval_only=True
     )
-    assert shared_assistant.llm_loaded is None
-    assert "ISA" in re.findall(r'<span class="src-title">([^<]*)</span>', panel)[0]
+    assert small_assistant.llm_loaded is None
+    assert ISA in re.findall(r'<span class="src-title">([^<]*)</span>', panel)[0]
     assert panel.count('class="src-card src-ranked"') == 5 and "Ranked papers" in panel
     assert 'href="#src-1-1"' in display[-1]["content"] and "no language model" in status
-    assert session.history()[0]["role"] == "user" and "ISA" in session.history()[1]["content"]
+    assert session.history()[0]["role"] == "user" and ISA in session.history()[1]["content"]
 
 
-def test_source_filter_limits_retrieval(shared_assistant: Assistant) -> None:
-    controller = ui.ChatController(shared_assistant, shared_assistant.settings)
-    wanted = shared_assistant.sources[2]
+def test_source_filter_limits_retrieval(small_assistant: Assistant) -> None:
+    controller = ui.ChatController(small_assistant, small_assistant.settings)
+    wanted = small_assistant.sources[-1]
     session = ui.Session()
     *_, retrieval_job = controller.submit("sparse attention", session, True)
     display, panel, status, session = controller.retrieve(retrieval_job, session, 3, wanted)
     files = re.findall(r'<span class="src-file">([^<]*)</span>', panel)
     assert files and set(files) == {wanted}
-    assert shared_assistant.llm_loaded is None
+    assert small_assistant.llm_loaded is None
 
 
-def test_paper_browser_filters_and_opens_abstracts(shared_assistant: Assistant) -> None:
-    everything = ui.render_paper_list(shared_assistant.papers)
-    assert everything.count('<details class="paper-row">') == len(shared_assistant.papers) == 57
-    assert "57 papers" in everything
-    some = ui.render_paper_list(shared_assistant.papers, "sparse ATTENTION")
+def test_paper_browser_filters_and_opens_abstracts(small_assistant: Assistant) -> None:
+    total = len(small_assistant.papers)
+    everything = ui.render_paper_list(small_assistant.papers)
+    assert everything.count('<details class="paper-row">') == total
+    assert f"{total} papers" in everything
+    some = ui.render_paper_list(small_assistant.papers, "sparse ATTENTION")
     count = some.count('<details class="paper-row">')
-    assert 0 < count < 57 and f"{count} of 57 papers" in some
-    assert "Vegas" in some and re.search(r"<mark>sparse attention</mark>", some, re.IGNORECASE)
-    assert "No paper matches" in ui.render_paper_list(shared_assistant.papers, "zzzz-no-such-word")
+    assert 0 < count < total and f"{count} of {total} papers" in some
+    assert VEGAS in some and re.search(r"<mark>sparse attention</mark>", some, re.IGNORECASE)
+    assert "No paper matches" in ui.render_paper_list(small_assistant.papers, "zzzz-no-such-word")
 
 
-def test_model_status_does_not_start_the_model(shared_assistant: Assistant) -> None:
-    line = ui.model_status(shared_assistant, shared_assistant.settings)
+def test_model_status_does_not_start_the_model(small_assistant: Assistant) -> None:
+    line = ui.model_status(small_assistant, small_assistant.settings)
     assert "Qwen2.5-Coder-1.5B-Instruct (local)" in line and "starts on the first question" in line
-    assert "57 abstracts" in line and shared_assistant.llm_loaded is None
+    assert f"{len(small_assistant.papers)} abstracts" in line and small_assistant.llm_loaded is None
     remote = Settings(index_dir=Path("/nonexistent"), llm_base_url="http://127.0.0.1:8080/v1", llm_model="qwen")
     assert "qwen at http://127.0.0.1:8080/v1" in ui.backend_label(remote)
 
@@ -526,15 +512,15 @@ def test_the_page_says_offline_only_when_nothing_leaves_the_machine(tmp_path: Pa
     assert not ui.runs_offline(Settings(index_dir=tmp_path, embedding="openai:text-embedding-3-small"))
 
 
-def test_the_status_line_reports_offline_from_the_settings(shared_assistant: Assistant, tmp_path: Path) -> None:
-    assert "offline" in ui.model_status(shared_assistant, shared_assistant.settings)
+def test_the_status_line_reports_offline_from_the_settings(small_assistant: Assistant, tmp_path: Path) -> None:
+    assert "offline" in ui.model_status(small_assistant, small_assistant.settings)
     remote = Settings(index_dir=tmp_path, llm_backend="openai", llm_model="gpt-4o-mini")
-    assert "offline" not in ui.model_status(shared_assistant, remote)
+    assert "offline" not in ui.model_status(small_assistant, remote)
 
 
-def test_title_and_examples_come_from_the_loaded_collection(shared_assistant: Assistant) -> None:
-    assert "ICML 2026" in ui.app_title(shared_assistant.papers)  # the title line of the bundled lists
-    assert any("ViewMask-1-to-3" in q for q in ui.examples_for(shared_assistant.papers))
+def test_title_and_examples_come_from_the_loaded_collection(small_assistant: Assistant) -> None:
+    assert ui.app_title(small_assistant.papers) == "Reading Assistant · ICML 2026 test papers"  # the files' title line
+    assert any(VIEWMASK in q for q in ui.examples_for(small_assistant.papers))
     other = [make_paper("mine.jsonl", i, f"We propose {name}, a method for sorting socks by colour and size.")
              for i, name in enumerate(["SockSort", "PairNet"], start=1)]
     assert ui.app_title(other) == "Reading Assistant"
@@ -545,8 +531,8 @@ def test_title_and_examples_come_from_the_loaded_collection(shared_assistant: As
 # -- the app --------------------------------------------------------------------------------------
 
 
-def test_app_exposes_the_ask_endpoint(shared_assistant: Assistant) -> None:
-    app = ui.build_app(shared_assistant, shared_assistant.settings)
+def test_app_exposes_the_ask_endpoint(small_assistant: Assistant) -> None:
+    app = ui.build_app(small_assistant, small_assistant.settings)
     info = app.get_api_info()
     assert list(info["named_endpoints"]) == ["/ask"]  # the chat's own handlers stay private
     ask = info["named_endpoints"]["/ask"]
@@ -556,20 +542,20 @@ def test_app_exposes_the_ask_endpoint(shared_assistant: Assistant) -> None:
     names = {d.get("api_name") for d in app.config["dependencies"]}
     assert "ask" in names
     assert app.analytics_enabled is False
-    assert shared_assistant.llm_loaded is None
+    assert small_assistant.llm_loaded is None
 
 
 def test_ask_api_returns_text_and_sources(
-    assistant: Assistant, controller: ui.ChatController, scripted_llm: ScriptedLLM
+    scripted: Assistant, controller: ui.ChatController, scripted_llm: ScriptedLLM
 ) -> None:
     scripted_llm.queue(VEGAS_DRAFT)
     result = controller.ask_api(VEGAS_QUESTION)
     assert result["status"] == "answered" and result["text"] == VEGAS_VERIFIED
-    vegas = paper_titled(assistant, "Vegas")
+    vegas = paper_titled(scripted, VEGAS)
     quote = sentence_with(vegas, "speedup in decoding throughput")
     start = vegas.abstract.index(quote)
     [citation] = result["citations"]
-    assert citation["marker"] == 1 and citation["paper"]["id"] == vegas.id and citation["paper"]["title"] == "Vegas"
+    assert citation["marker"] == 1 and citation["paper"]["id"] == vegas.id and citation["paper"]["title"] == VEGAS
     assert citation["quote"] == clean_markup(quote)
     assert [(s["start"], s["end"], s["text"]) for s in citation["spans"]] == [(start, start + len(quote), quote)]
     assert "1.25×" in citation["quote"] and "$" not in citation["quote"]  # as the chat and the CLI show it
@@ -618,11 +604,11 @@ def test_cli_registers_serve() -> None:
 
 
 @pytest.mark.llm
-def test_ask_endpoint_answers_through_gradio_client(shared_index_dir: Path) -> None:
+def test_ask_endpoint_answers_through_gradio_client(small_index: Path) -> None:
     """The one real answer of this file: /ask over HTTP with gradio_client, the local LLM behind it."""
     from gradio_client import Client
 
-    assistant = Assistant.from_settings(make_settings(shared_index_dir))
+    assistant = Assistant.from_settings(make_settings(small_index))
     app = ui.build_app(assistant, assistant.settings)
     port = free_port()
     try:
@@ -631,8 +617,8 @@ def test_ask_endpoint_answers_through_gradio_client(shared_index_dir: Path) -> N
         result = client.predict(VEGAS_QUESTION, api_name="/ask")
         assert result["status"] == "answered" and re.search(r"\[1\]", result["text"]), result
         citation = result["citations"][0]
-        assert citation["marker"] == 1 and citation["paper"]["title"] == "Vegas"
-        assert citation["quote"] in paper_titled(assistant, "Vegas").text  # markup cleaned, as displayed
+        assert citation["marker"] == 1 and citation["paper"]["title"] == VEGAS
+        assert citation["quote"] in paper_titled(assistant, VEGAS).text  # markup cleaned, as displayed
     finally:
         app.close()
         assistant.close()
@@ -644,7 +630,7 @@ def test_clicking_an_answer_after_an_error_turn_shows_that_answers_sources(contr
         run_turn(controller, "anything?", session, retrieval_only=True, source="no-such-file.txt")
     run_turn(controller, VEGAS_QUESTION, session, retrieval_only=True)
     assert controller.select(session, gr.SelectData(None, {"index": 1, "value": ""})) == gr.skip()  # the error
-    assert "Vegas" in controller.select(session, gr.SelectData(None, {"index": 3, "value": ""}))
+    assert VEGAS in controller.select(session, gr.SelectData(None, {"index": 3, "value": ""}))
 
 
 # -- the Compare papers tab ------------------------------------------------------------------------
@@ -656,38 +642,39 @@ def test_column_questions_are_one_per_line():
     assert parse_columns("What speedup?\n\n  Compared with what? \n") == ["What speedup?", "Compared with what?"]
 
 
-def test_the_compare_tab_streams_the_table_then_offers_the_csv(shared_index_dir, scripted_llm):
+def test_the_compare_tab_streams_the_table_then_offers_the_csv(scripted, scripted_llm, tmp_path, monkeypatch):
     import json as _json
 
+    from assistant.ui import compare
     from assistant.ui.compare import PENDING, CompareController
 
+    monkeypatch.setattr(compare, "CSV_DIR", tmp_path)  # the export goes to the test's own temp folder
     scripted_llm.responder = lambda messages: _json.dumps({"answer": "not stated", "evidence": ["1"]})
-    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
-    with Assistant.from_settings(settings) as assistant:
-        vegas, arm = paper_titled(assistant, "Vegas"), paper_titled(assistant, "ARM")
-        updates = list(CompareController(assistant).fill([vegas.id, arm.id], "What speedup?\nWhich baseline?"))
+    vegas, arm = paper_titled(scripted, VEGAS), paper_titled(scripted, ARM)
+    updates = list(CompareController(scripted).fill([vegas.id, arm.id], "What speedup?\nWhich baseline?"))
     grids = [u[0] for u in updates]
     assert (grids[0].values == PENDING).sum() == 3, "the first cell arrives while the others wait"
     final_grid, status, table, export, _, _ = updates[-1]
     assert list(final_grid.columns) == ["Paper", "What speedup?", "Which baseline?"]
     assert table is not None and "2 papers × 2 questions" in status
+    assert Path(export["value"]).parent == tmp_path
     assert Path(export["value"]).read_text(encoding="utf-8").startswith("paper_id,title,label")
 
 
-def test_the_compare_tab_says_to_pick_papers_first(shared_assistant):
+def test_the_compare_tab_says_to_pick_papers_first(small_assistant):
     from assistant.ui.compare import CompareController
 
-    (_, status, table, _, _, _), = list(CompareController(shared_assistant).fill([], "What speedup?"))
+    (_, status, table, _, _, _), = list(CompareController(small_assistant).fill([], "What speedup?"))
     assert "Pick papers" in status and table is None
 
 
-def test_a_clicked_cell_shows_its_abstract_with_the_evidence_marked(shared_assistant):
+def test_a_clicked_cell_shows_its_abstract_with_the_evidence_marked(small_assistant):
     from assistant.cite import make_citation
     from assistant.types import Cell, Row, Table
     from assistant.ui.compare import render_cell
 
-    vegas = paper_titled(shared_assistant, "Vegas")
-    sentences = shared_assistant.engine.sentences.get(vegas)
+    vegas = paper_titled(small_assistant, VEGAS)
+    sentences = small_assistant.engine.sentences.get(vegas)
     index = next(i for i, s in enumerate(sentences.clean) if "1.25×" in s)
     cell = Cell(0, 0, vegas, "What speedup?", "<b>1.25×–2.81×</b>", "stated", make_citation(1, vegas, sentences.raw, [index]))
     html = render_cell(Table(["What speedup?"], [Row(vegas)], [[cell]]), 0, 0)
@@ -697,28 +684,26 @@ def test_a_clicked_cell_shows_its_abstract_with_the_evidence_marked(shared_assis
     assert "Not stated in the abstract" in render_cell(Table(["What batch size?"], [Row(vegas)], [[missing]]), 0, 0)
 
 
-def test_a_topic_group_fills_the_papers_of_the_table(shared_assistant):
+def test_a_topic_group_fills_the_papers_of_the_table(small_assistant):
     from assistant.ui.compare import CompareController
 
-    controller = CompareController(shared_assistant)
+    controller = CompareController(small_assistant)
     label = controller.group_choices()[0][1]
     update, status = controller.from_group(label)
-    group = next(g for g in shared_assistant.topic_groups() if g.label == label)
+    group = next(g for g in small_assistant.topic_groups() if g.label == label)
     assert update["value"] == [p.id for p in group.papers] and label in status
 
 
-def test_papers_by_typed_topic_say_when_the_model_failed_while_weighing_them(shared_index_dir, scripted_llm):
+def test_papers_by_typed_topic_say_when_the_model_failed_while_weighing_them(scripted, scripted_llm):
     from assistant.ui.compare import CompareController
 
     def fail(messages):
         raise RuntimeError("out of memory")
 
     scripted_llm.first_tokens = fail
-    settings = make_settings(shared_index_dir, llm_base_url=scripted_llm.url, llm_model="scripted")
-    with Assistant.from_settings(settings) as assistant:
-        update, status = CompareController(assistant).from_topic("sparse attention for video")
-        titles = {p.title for p in assistant.papers if p.id in update["value"]}
-    assert "ISA" in titles, "the rule alone still chooses the papers"
+    update, status = CompareController(scripted).from_topic("sparse attention for video")
+    titles = {p.title for p in scripted.papers if p.id in update["value"]}
+    assert ISA in titles, "the rule alone still chooses the papers"
     assert "could not weigh the papers" in status
 
 
