@@ -47,3 +47,8 @@ def test_a_prompt_using_a_variable_the_code_never_fills_is_an_error_naming_the_f
     path.write_text(path.read_text(encoding="utf-8") + "\nAnswer in {language}.", encoding="utf-8")
     message = load_error(prompts_folder)
     assert str(path) in message and "'language'" in message
+
+
+def test_a_missing_prompt_file_is_named_with_what_to_do(prompts_folder: Path) -> None:
+    (prompts_folder / "label.txt").unlink()
+    assert "label.txt is missing; restore it" in load_error(prompts_folder)
