@@ -21,11 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from . import drafts, replies, slots
+from . import drafts, replies
 from .chunk import count_tokens
 from .cite import Source, make_citation, verify
 from .config import Settings
 from .decide import Decision, plan
+from .intent import read_question
 from .slots import focus_sentences
 from .errors import LLMError
 from .evidence import ScoredSentence, SentenceBank
@@ -221,7 +222,7 @@ class AnswerEngine:
         kind = "fact" if query.kind.kind == "topic" else query.kind.kind
         if len(gathered.named) >= 2 and kind != "which_paper":
             kind = "comparison"  # a question that names two papers reads both, side by side
-        intent = slots.read_question(query.english, original=query.text)
+        intent = read_question(query.english, original=query.text)
         return plan(self.settings, query.text, query.weighed, intent, kind,
                     gathered.relevant, gathered.named, gathered.weigh_vector, self.sentences, self.prompter.source,
                     self.encode, query.follow_up)

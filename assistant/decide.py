@@ -20,7 +20,8 @@ from .cite import Source
 from .config import Settings
 from .evidence import ScoredSentence, SentenceBank, score_sentences, spoken_to, question_phrases
 from .kinds import KindReading
-from .slots import Intent, asked_for, focus_sentences, missing_focus
+from .intent import Intent
+from .slots import asked_for, focus_sentences, missing_focus
 from .text import has_cjk
 from .types import Passage
 from .wording import stems, unknown_specifics

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from .cite import numbers_in
 from .evidence import Sentences
-from .intent import _WHICH_PAPER, Intent, Slot, read_question  # noqa: F401 - callers read them from here
+from .intent import Intent, Slot
 from .text import HAN, without_markers
 from .wording import _STEM, generic, question_names, stems
 

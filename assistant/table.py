@@ -32,6 +32,7 @@ import numpy as np
 from . import slots, topic_choice, wording
 from .chunk import count_tokens
 from .cite import has_number, make_citation, numbers_in
+from .intent import Intent, read_question
 from .config import Settings
 from .evidence import ScoredSentence, Sentences, SentenceBank, score_sentences, strongest
 from .errors import LLMError, LLMUnavailableError, QuestionError
@@ -124,7 +125,7 @@ class TableBuilder:
             table.timings["total"] = time.perf_counter() - started
             yield table
             return
-        intents = [slots.read_question(c) for c in columns]
+        intents = [read_question(c) for c in columns]
         vectors = self.encode(list(columns))
         self.sentences.warm([row.paper for row in rows])
         failure = ""  # once the model is unreachable, the remaining cells say so without trying again
@@ -173,7 +174,7 @@ class TableBuilder:
             return None, ""
 
     @staticmethod
-    def _closest(sentences: Sentences, intents: list[slots.Intent],
+    def _closest(sentences: Sentences, intents: list[Intent],
                  scored: list[list[ScoredSentence]], columns: list[str]) -> list[int]:
         """The sentences of a long abstract the model reads for every column of its row (in abstract
         order): each column's best ones and those that carry its asked slot."""
@@ -184,7 +185,7 @@ class TableBuilder:
             picks += [i for i in [*ranked, *carrying] if i not in picks]
         return sorted(picks[:MAX_CELL_SENTENCES])
 
-    def _cell(self, r: int, c: int, paper: Paper, question: str, intent: slots.Intent, sentences: Sentences,
+    def _cell(self, r: int, c: int, paper: Paper, question: str, intent: Intent, sentences: Sentences,
               evidence: list[ScoredSentence], shown: list[int]) -> Cell:
         """One cell (an unreachable model raises `LLMUnavailableError`; other model errors fail the cell)."""
         def not_stated(note: str) -> Cell:
@@ -249,7 +250,7 @@ def _read_whole(sentences: Sentences) -> bool:
     return count_tokens(" ".join(sentences.clean)) <= MAX_ROW_TOKENS
 
 
-def _measures(intent: slots.Intent, question: str, quote: str) -> bool:
+def _measures(intent: Intent, question: str, quote: str) -> bool:
     """For a figure or a count, whether the quote speaks of the asked quantity (a content word of the
     question or its focus, or of its measurement family): a small model readily answers "how much
     memory" with the speedup of the only sentence that has a figure."""

@@ -25,7 +25,7 @@ from .evidence import SentenceBank
 from .prompting import Prompter
 from .query import Query
 from .retrieve import HybridRetriever
-from .slots import read_question
+from .intent import read_question
 from .types import Answer, Citation, Passage
 from .wording import stems
 

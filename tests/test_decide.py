@@ -13,7 +13,8 @@ import pytest
 from assistant import Answer
 from assistant.prompting import AnswerField
 from assistant.followups import conversation_query, refers_back
-from assistant.slots import adds_nothing, read_question, states
+from assistant.intent import read_question
+from assistant.slots import adds_nothing, states
 from assistant.topic_choice import topic_parts
 from assistant.wording import question_names, sanitize, unknown_specifics
 
