@@ -59,9 +59,9 @@ def open_collection(settings: Settings, say: Notify, progress: Any = None) -> Co
     """
     store = Store(settings)
     if settings.corpus:  # the corpus files are read first: a broken one is reported before the store is asked
-        papers = load_papers(resolve_corpus(settings, None), parse_cache(settings))
+        corpus = resolve_corpus(settings, None)
+        papers = load_papers(corpus, parse_cache(settings))
         info = store.info()
-        corpus = resolve_corpus(settings, info)
     else:
         info = store.info()
         corpus = resolve_corpus(settings, info)
