@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -112,13 +112,6 @@ class AnswerEngine:
 
     # -- replies without a draft -----------------------------------------------------------------
 
-    @staticmethod
-    def _apply(answer: Answer, reply: replies.Reply) -> Answer:
-        answer.text, answer.status, answer.citations, answer.flagged = reply.text, reply.status, list(reply.citations), []
-        if reply.notice:
-            answer.notices.append(reply.notice)
-        return answer
-
     def _answering(self, query: Query, source: Source, candidates: list[ScoredSentence],
                    likely: bool) -> tuple[int | None, int | None]:
         """Of `candidates` (sentences of `source`, best first): the first the judge finds answers the
@@ -140,18 +133,19 @@ class AnswerEngine:
                     break
         return answering, not_answering
 
-    def _unanswered(self, answer: Answer, query: Query, passages: list[Passage], decision: Decision | None,
-                    likely: bool = False) -> Answer:
+    def _unanswered(self, query: Query, passages: list[Passage], decision: Decision | None, notices: list[str],
+                    likely: bool = False) -> replies.Reply:
         """The evidence does not answer. Out of scope: say so. A paper found: a near miss quoting the
         sentence of its abstract that comes closest, one the judge finds does not answer (a sentence it
         finds does answer is the answer instead). Else: a refusal naming the closest papers, unless the
         closest paper's best sentence is found to answer after all. `likely`: the answer rule found the
-        question answerable and a draft failed; then the two closest sentences are judged, readily."""
+        question answerable and a draft failed; then the two closest sentences are judged, readily.
+        A judgement the model could not make is added to `notices`."""
         language = query.language
         if query.kind.p("out_of_scope") >= OUT_OF_SCOPE and (decision is None or not decision.named):
-            return self._apply(answer, replies.out_of_scope(self.prompts, len(self.retriever.papers), language))
+            return replies.out_of_scope(self.prompts, len(self.retriever.papers), language)
         if decision is None:
-            return self._apply(answer, replies.refusal(self.prompts, passages, language))
+            return replies.refusal(self.prompts, passages, language)
         subject = decision.subject if decision.named or decision.confidence >= self.settings.subject_threshold else None
         source = subject or decision.sources[0]
         candidates = decision.best_sentences(source, 2)
@@ -163,7 +157,7 @@ class AnswerEngine:
             answering, not_answering = self._answering(query, source, [c for c in candidates if c.index not in carrying],
                                                        likely)
         except LLMError as exc:
-            answer.notices.append(f"The model could not check the closest sentence ({exc}).")
+            notices.append(f"The model could not check the closest sentence ({exc}).")
             answering, not_answering = None, None
         if likely:
             # The answer rule found the question answerable and the draft failed: a sentence the judge
@@ -175,7 +169,7 @@ class AnswerEngine:
                 return not drafts.vacuous(source.clean_sentences[index], query, decision)
 
             def leans_yes(index: int) -> bool:  # the model's odds that it answers are at least even
-                odds = self._sentence_odds(answer, query, source, index)
+                odds = self._sentence_odds(query, source, index, notices)
                 return odds is None or odds >= 0.0
 
             rescue = answering if answering is not None and adds(answering) else None
@@ -186,19 +180,19 @@ class AnswerEngine:
             if rescue is None and query.kind.kind == "yes_no" and candidates and decision.action == "answer":
                 rescue = candidates[0].index  # unless the word rules found the question asks what no abstract says
             if rescue is not None:
-                return self._apply(answer, replies.extractive(source, [rescue], language, query.kind.kind == "which_paper"))
+                return replies.extractive(source, [rescue], language, query.kind.kind == "which_paper")
         if subject is None:
-            return self._apply(answer, replies.refusal(self.prompts, passages, language))
+            return replies.refusal(self.prompts, passages, language)
         # The rule found it not answerable: a sentence the judge finds answers is not quoted as the closest
         # (the rule outweighs one sentence's judgement, and a reply must not contradict itself).
-        return self._apply(answer, replies.near_miss(self.prompts, source, not_answering, language))
+        return replies.near_miss(self.prompts, source, not_answering, language)
 
-    def _sentence_odds(self, answer: Answer, query: Query, source: Source, index: int) -> float | None:
+    def _sentence_odds(self, query: Query, source: Source, index: int, notices: list[str]) -> float | None:
         """The judge's log-odds that sentence `index` of `source` answers the question (None: not told)."""
         try:
             return self.judge.sentence_odds(query.prompt, source.clean_sentences[index], self.prompter.about(source.paper))
         except LLMError as exc:
-            answer.notices.append(f"The model could not check the sentence ({exc}).")
+            notices.append(f"The model could not check the sentence ({exc}).")
             return None
 
     # -- the whole pipeline ----------------------------------------------------------------
@@ -259,53 +253,61 @@ class AnswerEngine:
                 yield Evidence(question=question, search_query=text, passages=tuple(named),
                                sentences=tuple("" for _ in named), seconds=time.perf_counter() - started)
         query = self.read(question, history)
-        answer = Answer(question=question.strip(), text="", notices=list(query.notices), search_query=query.search,
-                        intent=query.kind.kind)
-        timings = answer.timings
-        timings["condense"] = time.perf_counter() - started
+        # What went wrong on the way and how long each stage took: gathered as the stages run, then
+        # given to the `Answer`, which is built once from the reply the stages settle on.
+        notices, timings = list(query.notices), {"condense": time.perf_counter() - started}
         k = k or self.settings.k
         gathered = self.gather(query, k, source, timings)
-        answer.passages = gathered.passages[:k]
+        passages = gathered.passages[:k]
         mark = time.perf_counter()
         if not gathered.relevant or (query.kind.kind == "topic" and not gathered.named):
-            yield self._evidence_event(answer, started)
-            listed = None
-            if gathered.relevant:
-                listed = self.topics.reply(answer, query, source)
+            yield self._evidence_event(question, query, passages, started)
+            listed = self.topics.reply(query, source, notices) if gathered.relevant else None
+            reply = listed or self._unanswered(query, gathered.passages, None, notices)
             timings["decide"] = time.perf_counter() - mark
-            timings["total"] = time.perf_counter() - started
-            yield listed if listed is not None else self._unanswered(answer, query, gathered.passages, None)
-            return
-
-        decision = self.plan(query, gathered)
-        answer.notices.extend(decision.notices)
-        best = {s.paper.id: decision.best_sentences(s, 1)[0].clean for s in decision.sources if decision.evidence[s.number]}
-        timings["decide"] = time.perf_counter() - mark
-        yield self._evidence_event(answer, started, best)
-        try:
-            final = yield from self._answer(answer, query, decision, gathered, started)
-        except LLMError as exc:
-            answer.status = "llm_failed"
-            answer.notices.append(str(exc))
-            answer.text = "The language model could not answer, so here are the most relevant papers instead."
-            answer.citations, answer.flagged = [], []
-            final = answer
+        else:
+            decision = self.plan(query, gathered)
+            notices.extend(decision.notices)
+            best = {s.paper.id: decision.best_sentences(s, 1)[0].clean
+                    for s in decision.sources if decision.evidence[s.number]}
+            timings["decide"] = time.perf_counter() - mark
+            yield self._evidence_event(question, query, passages, started, best)
+            reply = yield from self._answer(query, decision, gathered, started, timings, notices)
         timings["total"] = time.perf_counter() - started
-        yield final
+        yield Answer(
+            question=question.strip(), text=reply.text, status=reply.status, citations=list(reply.citations),
+            passages=passages if reply.listed is None else reply.listed, flagged=list(reply.flagged),
+            notices=notices + ([reply.notice] if reply.notice else []), timings=timings,
+            search_query=query.search, intent=query.kind.kind,
+            confidence=reply.confidence or 0.0, supported_share=reply.supported_share,
+            prompt_tokens=reply.prompt_tokens, related=list(reply.related),
+        )
 
-    def _answer(self, answer: Answer, query: Query, decision: Decision, gathered: Gathered,
-                started: float) -> Iterator[str]:
-        """Judge, draft (streaming its tokens) and check; returns the final `Answer` (a generator's value)."""
-        timings = answer.timings
+    def _answer(self, query: Query, decision: Decision, gathered: Gathered, started: float,
+                timings: dict[str, float], notices: list[str]) -> Iterator[str]:
+        """Judge, draft (streaming its tokens) and check; returns the `Reply` settled on (a generator's
+        value): the checked draft, or what stands in for it. A model that fails gives `llm_failed`."""
+        prompt_tokens, confidence = 0, None
+        try:
+            mark = time.perf_counter()
+            messages, options, _ = self.prompt(query, decision)
+            prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
+            p, go = self.judged(query, decision, messages)
+            confidence = round(p, 4)
+            timings["judge"] = time.perf_counter() - mark
+            if go:
+                reply = yield from self._draft(query, decision, gathered, messages, options, started, timings, notices)
+            else:
+                reply = self._unanswered(query, gathered.passages, decision, notices)
+        except LLMError as exc:
+            notices.append(str(exc))
+            reply = replies.llm_failed()
+        return replace(reply, confidence=confidence, prompt_tokens=prompt_tokens)
+
+    def _draft(self, query: Query, decision: Decision, gathered: Gathered, messages: list[dict[str, str]],
+               options: dict[str, Any], started: float, timings: dict[str, float], notices: list[str]) -> Iterator[str]:
+        """Stream the model's draft, then check it (`_after_draft`); returns the `Reply`."""
         mark = time.perf_counter()
-        messages, options, _ = self.prompt(query, decision)
-        answer.prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
-        p, go = self.judged(query, decision, messages)
-        answer.confidence = round(p, 4)
-        timings["judge"] = time.perf_counter() - mark
-        if not go:
-            return self._unanswered(answer, query, gathered.passages, decision)
-
         quote_first = self.settings.answer_format == "quote_first"
         deltas = self.llm.stream_chat(messages, max_tokens=self.settings.max_answer_tokens, **options)
         pieces: list[str] = []
@@ -325,12 +327,12 @@ class AnswerEngine:
         timings["generate"] = time.perf_counter() - mark
         chosen, draft = parse_quote_first("".join(pieces), field) if quote_first else (None, "".join(pieces))
         mark = time.perf_counter()
-        final = self._after_draft(answer, query, draft, decision, gathered.passages, gathered.weigh_vector, chosen)
+        reply = self._after_draft(query, draft, decision, gathered.passages, gathered.weigh_vector, notices, chosen)
         timings["check"] = time.perf_counter() - mark
-        return final
+        return reply
 
-    def _after_draft(self, answer: Answer, query: Query, draft: str, decision: Decision, passages: list[Passage],
-                     vector: np.ndarray, chosen: dict[int, list[int]] | None = None) -> Answer:
+    def _after_draft(self, query: Query, draft: str, decision: Decision, passages: list[Passage], vector: np.ndarray,
+                     notices: list[str], chosen: dict[int, list[int]] | None = None) -> replies.Reply:
         """Verify the draft's citations and check its claims against the abstracts; else fall back to
         the abstract's own sentences, a near miss or a refusal."""
         text = draft.strip()
@@ -345,8 +347,8 @@ class AnswerEngine:
                else "The draft restated the question, or gave no figure for a question asking how many or how much."
                if drafts.vacuous(verified.text, query, decision) else "")
         if why:
-            answer.notices.append(why)
-            return self._unanswered(answer, query, passages, decision, likely=True)
+            notices.append(why)
+            return self._unanswered(query, passages, decision, notices, likely=True)
         by_number = {s.number: s for s in decision.sources}
         for citation in verified.citations:
             statement = drafts.claims_of(verified.text, citation.marker)
@@ -355,32 +357,33 @@ class AnswerEngine:
             check = self.judge.claim(statement, self.prompter.about(citation.paper))
             if check.holds:
                 continue
-            answer.notices.append(f"The draft said what the {citation.paper.called} abstract "
-                                  f"{'contradicts' if check.verdict == 'false' else 'does not say'}: \u201c{statement}\u201d")
+            notices.append(f"The draft said what the {citation.paper.called} abstract "
+                           f"{'contradicts' if check.verdict == 'false' else 'does not say'}: \u201c{statement}\u201d")
             source = by_number[citation.marker]
             best = decision.best_sentences(source, 1)
             if check.verdict == "false" and best:
-                return self._apply(answer, replies.correction(self.prompts, source, best[0].index, query.language))
-            return self._unanswered(answer, query, passages, decision, likely=True)
+                return replies.correction(self.prompts, source, best[0].index, query.language)
+            return self._unanswered(query, passages, decision, notices, likely=True)
+        citations = verified.citations
         if chosen:  # quote-first: the model's own picks are the quotes where the verifier cites the same paper
-            verified.citations = [
+            citations = [
                 make_citation(c.marker, c.paper, by_number[c.marker].raw_sentences, chosen[c.marker], c.support)
-                if chosen.get(c.marker) else c for c in verified.citations
+                if chosen.get(c.marker) else c for c in citations
             ]
-        answer.text, answer.citations, answer.flagged = verified.text, verified.citations, verified.flagged
-        answer.supported_share = verified.supported_share
-        answer.status = "answered"
+        reply = replies.Reply(verified.text, "answered", citations, flagged=verified.flagged,
+                              supported_share=verified.supported_share)
         if query.kind.kind == "which_paper":
-            answer.text = drafts.name_the_paper(answer.text, answer.citations)
+            reply = replace(reply, text=drafts.name_the_paper(reply.text, reply.citations))
         if decision.kind == "comparison":
-            drafts.cite_both_sides(answer, decision)
-        return answer
+            reply = drafts.cite_both_sides(reply, decision)
+        return reply
 
     @staticmethod
-    def _evidence_event(answer: Answer, started: float, best: dict[str, str] | None = None) -> Evidence:
+    def _evidence_event(question: str, query: Query, passages: list[Passage], started: float,
+                        best: dict[str, str] | None = None) -> Evidence:
         """The papers being read, each with its sentence closest to the question (from `best`)."""
         best = best or {}
         return Evidence(
-            question=answer.question, search_query=answer.search_query, passages=tuple(answer.passages),
-            sentences=tuple(best.get(p.paper.id, "") for p in answer.passages), seconds=time.perf_counter() - started,
+            question=question.strip(), search_query=query.search, passages=tuple(passages),
+            sentences=tuple(best.get(p.paper.id, "") for p in passages), seconds=time.perf_counter() - started,
         )

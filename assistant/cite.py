@@ -102,7 +102,7 @@ class Claim:
     scores: dict[int, float] = field(default_factory=dict)  # source number -> how strongly that sentence supports it
 
 
-@dataclass
+@dataclass(frozen=True)
 class Verified:
     """The repaired answer text, its citations (each with its best support score), the flagged
     sentences with the reason, and the share of the draft's sentences that were supported."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -31,7 +31,7 @@ Action = Literal["answer", "near_miss", "refuse"]
 ONE_PAPER_KINDS = ("fact", "yes_no", "summary", "which_paper")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Decision:
     """The sources a question is answered from, their scored sentences, and the word rules' verdict."""
 
@@ -42,7 +42,7 @@ class Decision:
     evidence: dict[int, list[ScoredSentence]]  # source number -> every sentence of its abstract, scored
     subject: Source | None = None  # the paper the question is about (named, or the closest)
     named: bool = False  # whether the question names `subject` (by its title or a name only it uses)
-    notices: list[str] = field(default_factory=list)
+    notices: tuple[str, ...] = ()  # what the word rules found, in words
     confidence: float = 0.0  # the best evidence sentence's score
     top_dense: float = 0.0  # the dense similarity of the best retrieved paper
 
@@ -103,19 +103,16 @@ def plan(
     sources = [make_source(n, p) for n, p in enumerate(context, start=1)]
     question_stems = set(stems(weighed))
     evidence = {s.number: score_sentences(bank.get(s.paper), vector, question_stems) for s in sources}
-    decision = Decision("answer", intent, kind, sources, evidence,
-                        top_dense=max((p.dense_score for p in relevant), default=0.0))
     top_scores = {s.number: max((e.score for e in evidence[s.number]), default=0.0) for s in sources}
     # A comparison that names one paper is about that paper: what it is compared with must be in it.
     about_one = kind in ONE_PAPER_KINDS or (kind == "comparison" and len(named) == 1)
     subject = sources[0] if named and about_one else None
-    decision.subject = subject or max(sources, key=lambda s: top_scores[s.number])
-    decision.named = subject is not None
-    decision.confidence = max(top_scores.values())
-    decision.action, notice = _rules(settings, question, weighed, intent, decision, bank, encode)
-    if notice:
-        decision.notices.append(notice)
-    return decision
+    # The verdict is not yet given: the word rules read the sources as chosen, then give it.
+    chosen = Decision("answer", intent, kind, sources, evidence,
+                      subject=subject or max(sources, key=lambda s: top_scores[s.number]), named=subject is not None,
+                      confidence=max(top_scores.values()), top_dense=max((p.dense_score for p in relevant), default=0.0))
+    action, notice = _rules(settings, question, weighed, intent, chosen, bank, encode)
+    return replace(chosen, action=action, notices=(notice,) if notice else ())
 
 
 def asked_part(question: str) -> str:

@@ -4,13 +4,15 @@ paper, whether it says anything the question did not, and the paper it must name
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from . import slots
 from .cite import make_citation
 from .decide import Decision
 from .query import Query
+from .replies import Reply
 from .text import SPACED_MARKER, marker_numbers
-from .types import Answer, Citation
+from .types import Citation
 from .wording import STOPWORDS, generic, question_names
 
 _NEGATIONS = frozenset({"not", "no", "never", "without", "neither", "nor", "cannot", "fails", "fail"})
@@ -51,16 +53,17 @@ def claims_of(text: str, marker: int) -> str:
     return " ".join(SPACED_MARKER.sub("", s).strip() for s in own).strip()
 
 
-def cite_both_sides(answer: Answer, decision: Decision) -> None:
+def cite_both_sides(reply: Reply, decision: Decision) -> Reply:
     """A comparison cites both papers: add the best sentence of a side the draft left out."""
-    cited = {c.marker for c in answer.citations}
+    cited = {c.marker for c in reply.citations}
+    text, citations = reply.text, list(reply.citations)
     for source in decision.sources[:2]:
         if source.number in cited or not decision.evidence[source.number]:
             continue
         top = decision.best_sentences(source, 1)[0]
-        answer.text += f" {source.paper.called}: {top.clean} [{source.number}]"
-        answer.citations.append(make_citation(source.number, source.paper, source.raw_sentences, [top.index], top.score))
-    answer.citations.sort(key=lambda c: c.marker)
+        text += f" {source.paper.called}: {top.clean} [{source.number}]"
+        citations.append(make_citation(source.number, source.paper, source.raw_sentences, [top.index], top.score))
+    return replace(reply, text=text, citations=sorted(citations, key=lambda c: c.marker))
 
 
 def name_the_paper(text: str, citations: list[Citation]) -> str:

@@ -1,8 +1,8 @@
 """Replies that need no drafting: refusals, near misses, corrections, out-of-scope notes and answers in
 the abstract's own sentences, in the question's language.
 
-Each function returns a new `Reply` (text, citations, status); the answer engine copies it into the
-`Answer`. The words are templates in `prompts/` (English and Chinese); quotes stay verbatim.
+Each function returns a new `Reply` (text, citations, status); the answer engine builds the `Answer`
+from the reply it settles on. The words are templates in `prompts/` (English and Chinese); quotes stay verbatim.
 """
 
 from __future__ import annotations
@@ -17,12 +17,21 @@ from .types import Citation, Passage, Status
 
 @dataclass(frozen=True)
 class Reply:
-    """A reply's text, its citations (each with its verbatim quote) and its outcome."""
+    """A reply's text, its citations (each with its verbatim quote) and its outcome; for a drafted
+    answer also the sentences the verifier flagged and the share it found supported; for a topic list
+    the papers possibly related, the papers shown (`listed`) and how likely the first is on the topic;
+    for an answer the judge weighed, its `confidence` and the prompt's size."""
 
     text: str
     status: Status
     citations: list[Citation] = field(default_factory=list)
     notice: str = ""
+    flagged: list[str] = field(default_factory=list)
+    supported_share: float | None = None
+    related: list[Citation] = field(default_factory=list)
+    listed: list[Passage] | None = None
+    confidence: float | None = None
+    prompt_tokens: int = 0
 
 
 def _chinese(language: str) -> bool:
@@ -39,6 +48,11 @@ def refusal(prompts: Prompts, passages: Sequence[Passage], language: str) -> Rep
         closest = "; ".join(f"{p.paper.shown} ({p.paper.label})" for p in shown)
         text = prompts.refusal.format(closest=f" The closest papers are: {closest}." if closest else "")
     return Reply(text, "not_in_abstracts")
+
+
+def llm_failed() -> Reply:
+    """The model could not answer: the retrieved papers stand in (the reason is a notice)."""
+    return Reply("The language model could not answer, so here are the most relevant papers instead.", "llm_failed")
 
 
 def out_of_scope(prompts: Prompts, papers: int, language: str) -> Reply:

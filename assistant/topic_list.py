@@ -24,9 +24,10 @@ from .errors import LLMError
 from .evidence import SentenceBank
 from .prompting import Prompter
 from .query import Query
+from .replies import Reply
 from .retrieve import HybridRetriever
 from .intent import read_question
-from .types import Answer, Citation, Passage
+from .types import Citation, Passage
 from .wording import stems
 
 # Some sentence of the candidates must say the topic clearly (cosine similarity): between what
@@ -126,11 +127,12 @@ class TopicLister:
         s = self.sentences.get(member.passage.paper)
         return make_citation(number, member.passage.paper, s.raw, [member.sentence.index], member.sentence.score)
 
-    def reply(self, answer: Answer, query: Query, source: str | None = None) -> Answer | None:
+    def reply(self, query: Query, source: str | None, notices: list[str]) -> Reply | None:
         """Every paper on the topic, each cited with the sentence that puts it there, then the possibly
-        related ones (not cited: shown apart). None when no paper is on the topic."""
-        topic = self.phrase(query, answer.notices)
-        choice = self.choose(topic, source, answer.notices)
+        related ones (not cited: shown apart). None when no paper is on the topic. What went wrong on
+        the way is added to `notices`."""
+        topic = self.phrase(query, notices)
+        choice = self.choose(topic, source, notices)
         if not choice.present or not choice.members:
             return None
         lines, citations = [], []
@@ -145,9 +147,6 @@ class TopicLister:
         else:
             lead = f"{'One paper' if n == 1 else f'{n} papers'} in the collection {'is' if n == 1 else 'are'} about {topic}:"
             tail = f"\nPossibly related: {'; '.join(c.paper.shown for c in related)}." if related else ""
-        answer.text = lead + "\n" + "\n".join(lines) + tail
-        answer.citations, answer.related = citations, related
-        answer.confidence = round(max(m.score for m in choice.members), 4)
-        answer.passages = [m.passage for m in choice.members] + [m.passage for m in choice.related]
-        answer.status = "answered"
-        return answer
+        return Reply(lead + "\n" + "\n".join(lines) + tail, "answered", citations, related=related,
+                     listed=[m.passage for m in choice.members] + [m.passage for m in choice.related],
+                     confidence=round(max(m.score for m in choice.members), 4))
