@@ -110,7 +110,7 @@ class LLMSettings(BaseModel):
     llm_kept_states_mb: int = Field(
         2048, ge=0, le=1 << 20,
         description="Disk for the local model's kept prompt states (a paper read once is not read again, "
-        "~12 MB a paper); 0 = keep none.",
+        "~13 MB a state, two a paper: a question's and a table row's); 0 = keep none.",
     )
     llm_kept_states_dir: Path | None = Field(
         None, description="Where kept prompt states live (default: <cache_dir>/prompt-states)."

@@ -21,7 +21,7 @@ from assistant.chunk import count_tokens
 from assistant.errors import QuestionError
 from assistant.wording import unknown_specifics
 
-from conftest import (
+from support import (
     ARM, ECHO_ATTENTION, HANG_GUARD, ISA, UPIPE, VEGAS, corpus_papers, make_settings, run_cli, scripted_settings,
 )
 

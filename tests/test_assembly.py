@@ -15,7 +15,7 @@ from assistant import store as store_module
 from assistant.judge import Fitted
 from assistant.llm import ModelHandle, backend_of
 
-from conftest import make_settings, scripted_settings
+from support import make_settings, scripted_settings
 from fakes import ScriptedLLM
 
 

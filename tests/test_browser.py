@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ARM, FEDERATED, ISA, VEGAS, bundled_papers, free_port, running_server
+from support import ARM, FEDERATED, ISA, VEGAS, bundled_papers, free_port, running_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]

@@ -6,7 +6,7 @@ import pytest
 
 from assistant.cite import Source, has_number, numbers_in, sentence_pairs, split_answer, verify
 from assistant.drafts import copied
-from conftest import ISA, UPIPE, VEGAS, corpus_papers
+from support import ISA, UPIPE, VEGAS, corpus_papers
 
 THRESHOLD = 0.55
 

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from support import run_cli
 
 
 @pytest.fixture(scope="module")

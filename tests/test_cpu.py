@@ -22,7 +22,7 @@ import pytest
 from assistant.config import Settings
 from assistant.errors import LLMUnavailableError
 from assistant.llm import LLM, LocalServer, ensure_gguf
-from conftest import DATA, HANG_GUARD
+from support import DATA, HANG_GUARD
 
 SIGILL_CHILD = DATA / "sigill_child.py"
 # A prompt of about 300 tokens: the broken build survives a few tokens and dies on a real prompt.

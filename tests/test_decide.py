@@ -18,7 +18,7 @@ from assistant.slots import adds_nothing, states
 from assistant.topic_choice import topic_parts
 from assistant.wording import question_names, sanitize, unknown_specifics
 
-from conftest import ARM, ECHO_ATTENTION, ISA, VEGAS
+from support import ARM, ECHO_ATTENTION, ISA, VEGAS
 from fakes import judging_model
 
 # -- what the question asks for --------------------------------------------------------------

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS, HANG_GUARD, VEGAS, cli_env, corpus_papers, make_settings, run_cli
+from support import CORPUS, HANG_GUARD, VEGAS, cli_env, corpus_papers, make_settings, run_cli
 from fakes import ScriptedLLM
 
 from assistant import Assistant

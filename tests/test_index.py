@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS, SYSRS, VEGAS, corpus_abstracts, corpus_papers, make_settings
+from support import CORPUS, SYSRS, VEGAS, corpus_abstracts, corpus_papers, make_settings
 from fakes import SimulatedCrash, crash_after_first_batch
 
 from assistant import Assistant, Settings

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HANG_GUARD, VEGAS, cli_env
+from support import HANG_GUARD, VEGAS, cli_env
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,7 @@ application makes of it; the embedded model's own judgements are checked end to 
 from __future__ import annotations
 
 from assistant.judge import DECISION_FEATURES, Fitted
-from conftest import VEGAS
+from support import VEGAS
 from fakes import ScriptedLLM, judging_model
 
 

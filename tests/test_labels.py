@@ -10,7 +10,7 @@ import pytest
 
 from assistant import Assistant
 from assistant.labels import FILE_NAME, check
-from conftest import SDG_NAME, VEGAS, scripted_settings
+from support import SDG_NAME, VEGAS, scripted_settings
 from fakes import ScriptedLLM
 
 SDG_TEXT = ("Training-free diffusion guidance offers a flexible framework. We propose Stein Diffusion Guidance "

@@ -19,7 +19,7 @@ from llama_cpp import LlamaState
 
 from assistant.config import Settings
 from assistant.errors import LLMTimeoutError, LLMUnavailableError, ModelError
-from conftest import free_port
+from support import free_port
 from fakes import ScriptedLLM
 
 from assistant.llm.child import KeptStates, _DryRun

@@ -13,7 +13,7 @@ from assistant.load import load_file, load_papers, paper_id
 from assistant.text import clean_markup
 from assistant.types import Paper
 
-from conftest import BUNDLED_FILES, CORPUS
+from support import BUNDLED_FILES, CORPUS
 
 FILE_1, FILE_2, FILE_3 = (path.name for path in BUNDLED_FILES)
 MAX_TITLE_CHARS = 75  # "a short label": titles run to about 70 characters (8 words plus an ellipsis)

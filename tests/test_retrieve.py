@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS, DATA, FEDERATED, VEGAS, corpus_papers, free_port, make_settings
+from support import CORPUS, DATA, FEDERATED, VEGAS, corpus_papers, free_port, make_settings
 
 from llama_index.core.vector_stores import ExactMatchFilter, MetadataFilters
 from llama_index.retrievers.bm25 import BM25Retriever

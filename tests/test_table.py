@@ -20,7 +20,7 @@ from assistant.evaluation.tables import TABLES_PATH, load_tables, score_cell, sc
 from assistant.table import CELL_ANSWER_CHARS, _parse, check_columns, resolve_papers, to_csv, to_markdown
 from assistant.types import NOT_STATED, Cell, Row, Table
 
-from conftest import ARM, FEDERATED, VEGAS, make_settings, run_cli
+from support import ARM, FEDERATED, VEGAS, make_settings, run_cli
 
 SPEEDUP = "What speedup does it report?"
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from assistant.wording import STOPWORDS
 from assistant.topics import GENERIC_TERMS, cluster, label_groups
-from conftest import ARM, VEGAS
+from support import ARM, VEGAS
 
 
 def test_every_paper_is_in_exactly_one_topic(small_assistant):

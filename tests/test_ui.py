@@ -15,7 +15,7 @@ from typing import Any
 
 import gradio as gr
 import pytest
-from conftest import ISA, VEGAS, free_port, make_settings
+from support import ISA, VEGAS, free_port, make_settings
 from fakes import Fault, ScriptedLLM
 
 from assistant import Assistant, ui

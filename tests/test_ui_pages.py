@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ARM, ISA, VEGAS, VIEWMASK, free_port
+from support import ARM, ISA, VEGAS, VIEWMASK, free_port
 
 from assistant import Assistant, AssistantError, Settings, ui
 from assistant.load import make_paper

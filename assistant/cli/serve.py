@@ -55,7 +55,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "warm", parents=[common], help="have the model read every paper once, so questions and tables start at once",
         description="The embedded model reads each paper's abstract (as it opens a question about the paper and a "
-        "table row of it) and keeps its state on disk (~25 MB a paper, within ASSISTANT_LLM_KEPT_STATES_MB). Later "
+        "table row of it) and keeps its state on disk (~26 MB a paper, within ASSISTANT_LLM_KEPT_STATES_MB). Later "
         "questions and tables about these papers, in any later session, read only their own words. Papers are also "
         "kept the first time they are asked about; this does it ahead, about 5 s a paper on a laptop CPU. As it reads a paper the model also names it (\"SDG: Stein "
         "Diffusion Guidance\"); a name the abstract bears out is shown in place of the derived title.",
