@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from .answer import AnswerEngine
 from .config import Settings
-from .embed import encode as encode_with
+from .embed import MiniLMEmbedding, encode as encode_with
 from .errors import LLMError, QuestionError
 from .evidence import SentenceBank
 from .judge import Fitted, Judge
@@ -61,8 +61,6 @@ class Notices:
 
 def _minilm_encoder(embedder: Any) -> Callable[[list[str]], Any]:
     """MiniLM vectors for the kind reader: the store's embedder when it is MiniLM, else its own copy."""
-    from .embed import MiniLMEmbedding
-
     model = embedder if isinstance(embedder, MiniLMEmbedding) else MiniLMEmbedding()
     return model.encode
 
