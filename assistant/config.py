@@ -177,6 +177,12 @@ class AnswerSettings(BaseModel):
         description="'draft': the model writes a free-form answer with [n] markers; 'quote_first': it first picks "
         "the ids of the sentences that answer (JSON-schema constrained output), then writes from them.",
     )
+    paper_judge: bool = Field(
+        True,
+        description="A question that names no paper: ask the model whether each of the first five papers found is "
+        "about it (one short request per kept paper) and order them by that and their retrieval score, where the "
+        "backend gives log-probabilities; false keeps retrieval's order.",
+    )
     history_turns: int = Field(6, ge=0, le=50, description="Earlier messages used to understand a follow-up.")
     follow_up_search: Literal["conversation", "rewrite"] = Field(
         "conversation",

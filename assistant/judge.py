@@ -61,17 +61,23 @@ class Fitted:
     sentence_threshold: float
     sentence_rescue_threshold: float
     figures: dict[str, Any]
+    # How much the model's log-odds that a paper is about the question add to its retrieval score when the
+    # first papers of a question that names none are ordered (`AnswerEngine.gather`): written by the
+    # evaluation's fit_reading.py to assistant/data/reading.json. 0 orders by retrieval alone.
+    reading_weight: float = 0.0
 
     @classmethod
-    def load(cls, path: Path = DATA / "decision.json") -> Fitted:
-        """The fitted rules and thresholds (written by the evaluation's fit_decision.py)."""
+    def load(cls, path: Path = DATA / "decision.json", reading: Path = DATA / "reading.json") -> Fitted:
+        """The fitted rules and thresholds (written by the evaluation's fit_decision.py and fit_reading.py)."""
         data = json.loads(path.read_text(encoding="utf-8"))
+        weight = float(json.loads(reading.read_text(encoding="utf-8"))["weight"])
 
         def rule(part: dict[str, Any]) -> Rule:
             return Rule(tuple(part["features"]), tuple(part["weights"]), float(part["bias"]), float(part["threshold"]))
 
         return cls(rule(data["with_model"]), rule(data["without_model"]), float(data["claim_threshold"]),
-                   float(data["sentence_threshold"]), float(data["sentence_rescue_threshold"]), data.get("figures", {}))
+                   float(data["sentence_threshold"]), float(data["sentence_rescue_threshold"]), data.get("figures", {}),
+                   weight)
 
 
 def log_odds(logprob: float) -> float:

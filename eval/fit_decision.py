@@ -57,7 +57,9 @@ C = 1.0
 def neutral() -> Fitted:
     """A rule that answers everything: features are collected before anything is fitted."""
     rule = Rule(DECISION_FEATURES, tuple(0.0 for _ in DECISION_FEATURES), 0.0, 0.0)
-    return Fitted(rule, Rule(DECISION_FEATURES[1:], tuple(0.0 for _ in DECISION_FEATURES[1:]), 0.0, 0.0), 0.0, 0.0, 0.0, {})
+    # The papers are ordered as the product orders them (the fitted reading weight), so the features are its.
+    return Fitted(rule, Rule(DECISION_FEATURES[1:], tuple(0.0 for _ in DECISION_FEATURES[1:]), 0.0, 0.0), 0.0, 0.0, 0.0, {},
+                  Fitted.load().reading_weight)
 
 
 def reaching_judge(a: Any, path: Path, types: Collection[str] | None = None) -> Iterator[tuple[dict[str, Any], Any, Any]]:

@@ -21,6 +21,7 @@ from assistant.chunk import count_tokens
 from assistant.errors import QuestionError
 from assistant.wording import unknown_specifics
 
+from fakes import NO, YES
 from support import (
     ARM, ECHO_ATTENTION, HANG_GUARD, ISA, UPIPE, VEGAS, corpus_papers, make_settings, run_cli, scripted_settings,
 )
@@ -232,6 +233,34 @@ def test_a_first_paper_far_ahead_of_the_others_is_the_only_one_in_the_prompt(sma
     alone, with_others = prompts
     assert f"[1] {VEGAS}: " in alone and "[2]" not in alone
     assert f"[1] {VEGAS}: " in with_others and "[2]" in with_others
+
+
+@pytest.mark.settings(lone_paper_margin=10.0)  # every paper found stays in the prompt
+def test_a_question_naming_no_paper_reads_first_the_paper_the_model_finds_it_is_about(scripted, scripted_llm):
+    retrieved = [p.paper for p in scripted.retrieve(DRAFTING_QUESTION)]
+    chosen = retrieved[2]  # the third paper retrieval finds
+    asked = scripted.engine.prompts.topic_judge.format(topic=DRAFTING_QUESTION)
+
+    def first_tokens(messages: list[dict]) -> dict[str, float]:
+        content = messages[-1]["content"]
+        about = content.split("\n")[1] if content.startswith("Sources:") else ""
+        return YES if asked in content and chosen.title in about else NO
+
+    scripted_llm.first_tokens = first_tokens
+    scripted_llm.queue(f"{chosen.title} [1].")
+    answer = scripted.ask(DRAFTING_QUESTION)
+    assert answer.passages[0].paper == chosen and retrieved[0] in [p.paper for p in answer.passages[1:]]
+    assert scripted_llm.messages(0)[-1]["content"].startswith(f"Sources:\n[1] {chosen.title}: ")
+
+
+@pytest.mark.settings(paper_judge=False)
+def test_with_the_paper_judge_off_the_papers_keep_retrievals_order(scripted, scripted_llm):
+    scripted_llm.first_tokens = lambda messages: YES
+    scripted_llm.queue(f"{VEGAS} [1].")
+    answer = scripted.ask(DRAFTING_QUESTION)
+    assert [p.paper for p in answer.passages] == [p.paper for p in scripted.retrieve(DRAFTING_QUESTION)][: len(answer.passages)]
+    asked = scripted.engine.prompts.topic_judge.format(topic=DRAFTING_QUESTION)
+    assert not any(asked in json.dumps(r, ensure_ascii=False) for r in scripted_llm.judged)
 
 
 def test_the_papers_being_read_come_first_then_the_draft_then_the_answer(scripted, scripted_llm):
