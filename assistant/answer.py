@@ -46,7 +46,9 @@ _SENTINEL = re.compile(r"\s*\b" + re.escape(REFUSAL_SENTINEL).replace("_", "[_ ]
 # A question the kind reader finds this likely to be about something else is told so, unless it names a paper.
 OUT_OF_SCOPE = 0.5
 NAMED_CANDIDATES = 12  # papers searched for one a question names (and both sides of a comparison)
-READ_CANDIDATES = 5  # the first papers of a question that names none, ordered by the model's reading
+# The first papers of a question that names none, ordered by the model's reading: with five, the same
+# paper comes first for 179 of 180 evaluation questions, for two thirds more time (eval/fit_reading.py).
+READ_CANDIDATES = 3
 _CHINESE_ANSWER = "请用中文回答（保留论文中的名称、数字和术语）。"
 
 
@@ -220,7 +222,7 @@ class AnswerEngine:
         """The first `READ_CANDIDATES` passages ordered by their retrieval score plus the fitted weight
         times the model's log-odds that the paper is about the question (asked as the topic judge asks,
         after the paper's kept abstract): a question that describes a paper in other words finds it
-        among the first five nearly always, but first only two times in three on questions written by
+        among the first three nearly always, but first only two times in three on questions written by
         others (the evaluation README, "Ordering by the model's reading"). The scores stay retrieval's.
         Retrieval's order where a paper is not kept (reading it would cost seconds), the backend gives
         no log-probabilities, or the model fails (the draft then says so)."""

@@ -2,10 +2,10 @@
 assistant/data/reading.json (`Fitted.reading_weight`, used by `AnswerEngine.gather`).
 
 For every question of eval/questions.jsonl that names no paper, is not a follow-up and whose kind
-reads one paper (`decide.ONE_PAPER_KINDS`), the first `READ_CANDIDATES` papers retrieval finds and,
-for each, the model's log-odds that the paper is about the question (`TopicLister.odds`, every paper
-kept). A paper is put first by its retrieval score + w x its log-odds; w is the smallest weight of
-the grid at which a gold paper comes first most often on the project's set. The same figures on
+reads one paper (`decide.ONE_PAPER_KINDS`), the first five papers retrieval finds and, for each,
+the model's log-odds that the paper is about the question (`TopicLister.odds`, every paper kept). Of the first `READ_CANDIDATES`, a paper is put first by its retrieval score + w x its log-odds;
+w is the smallest weight of the grid at which a gold paper comes first most often on the project's
+set ("read_all_collected": the same with all five ordered). The same figures on
 eval/heldout.jsonl and the outside set (never fitted on) go beside the weight.
 
     .venv/bin/python eval/fit_reading.py             # about 8 minutes with the embedded model, papers kept
@@ -37,6 +37,7 @@ SETS = {"own": ROOT / "eval" / "questions.jsonl", "heldout": ROOT / "eval" / "he
         "external": ROOT.parent / "shared" / "eval" / "external_questions.jsonl"}
 CACHE = ROOT / "eval" / "reports" / "reading-odds.json"
 GRID = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
+COLLECTED = 5  # papers read per question: the first READ_CANDIDATES are ordered; all five show what more would gain
 
 
 def collect(a: Any, path: Path) -> list[dict[str, Any]]:
@@ -48,10 +49,10 @@ def collect(a: Any, path: Path) -> list[dict[str, Any]]:
         query = engine.read(q["question"], None)
         if query.kind.kind not in ONE_PAPER_KINDS:
             continue
-        gathered = engine.gather(query, READ_CANDIDATES, None, {})
+        gathered = engine.gather(query, COLLECTED, None, {})
         if gathered.named or len(gathered.passages) < 2:
             continue
-        head = gathered.passages[:READ_CANDIDATES]
+        head = gathered.passages[:COLLECTED]
         rows.append({"id": q["id"], "type": q["type"], "gold": [paper_key(g["source"], g["ordinal"]) for g in q["gold"]],
                      "papers": [{"id": p.paper.id, "score": p.score, "odds": engine.topics.odds(query.english, p)} for p in head]})
         print(f"\r{path.name}: {len(rows)}", end="", flush=True)
@@ -59,14 +60,17 @@ def collect(a: Any, path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def first_is_gold(rows: list[dict[str, Any]], weight: float) -> np.ndarray:
-    return np.array([max(r["papers"], key=lambda p: p["score"] + weight * p["odds"])["id"] in r["gold"] for r in rows])
+def first_is_gold(rows: list[dict[str, Any]], weight: float, candidates: int = READ_CANDIDATES) -> np.ndarray:
+    return np.array([max(r["papers"][:candidates], key=lambda p: p["score"] + weight * p["odds"])["id"] in r["gold"]
+                     for r in rows])
 
 
 def figures(rows: list[dict[str, Any]], weight: float) -> dict[str, Any]:
     """A gold paper first: by retrieval alone, and ordered with the model's reading; for all and per type."""
     out: dict[str, Any] = {"n": len(rows), "retrieval": round(float(first_is_gold(rows, 0.0).mean()), 3),
-                           "read": round(float(first_is_gold(rows, weight).mean()), 3), "per_type": {}}
+                           "read": round(float(first_is_gold(rows, weight).mean()), 3),
+                           "read_all_collected": round(float(first_is_gold(rows, weight, len(rows[0]["papers"]) if rows else 0).mean()), 3),
+                           "per_type": {}}
     for t in sorted({r["type"] for r in rows}):
         typed = [r for r in rows if r["type"] == t]
         out["per_type"][t] = {"n": len(typed), "retrieval": round(float(first_is_gold(typed, 0.0).mean()), 3),
