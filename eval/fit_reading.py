@@ -3,7 +3,9 @@ assistant/data/reading.json (`Fitted.reading_weight`, used by `AnswerEngine.gath
 
 For every question of eval/questions.jsonl that names no paper, is not a follow-up and whose kind
 reads one paper (`decide.ONE_PAPER_KINDS`), the first five papers retrieval finds and, for each,
-the model's log-odds that the paper is about the question (`TopicLister.odds`, every paper kept). Of the first `READ_CANDIDATES`, a paper is put first by its retrieval score + w x its log-odds;
+the model's log-odds that the paper is about the question (`TopicLister.odds`, every paper kept).
+Of the first `READ_CANDIDATES`, a paper is put first by its retrieval score + w x its log-odds
+(unless the first leads the second by `lone_paper_margin`: then nothing is asked, "asked" below);
 w is the smallest weight of the grid at which a gold paper comes first most often on the project's
 set ("read_all_collected": the same with all five ordered). The same figures on
 eval/heldout.jsonl and the outside set (never fitted on) go beside the weight.
@@ -31,12 +33,14 @@ from assistant import api  # noqa: E402
 from assistant.answer import READ_CANDIDATES  # noqa: E402
 from assistant.decide import ONE_PAPER_KINDS  # noqa: E402
 from assistant.evaluation.dataset import load_questions, paper_key  # noqa: E402
+from assistant.config import Settings  # noqa: E402
 from assistant.kinds import DATA  # noqa: E402
 
 SETS = {"own": ROOT / "eval" / "questions.jsonl", "heldout": ROOT / "eval" / "heldout.jsonl",
         "external": ROOT.parent / "shared" / "eval" / "external_questions.jsonl"}
 CACHE = ROOT / "eval" / "reports" / "reading-odds.json"
 GRID = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
+LONE_PAPER_MARGIN = Settings().lone_paper_margin
 COLLECTED = 5  # papers read per question: the first READ_CANDIDATES are ordered; all five show what more would gain
 
 
@@ -60,15 +64,21 @@ def collect(a: Any, path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def asked(row: dict[str, Any]) -> bool:
+    """Whether the product asks the model at all: not when the first paper leads by `lone_paper_margin`."""
+    return row["papers"][0]["score"] - row["papers"][1]["score"] < LONE_PAPER_MARGIN
+
+
 def first_is_gold(rows: list[dict[str, Any]], weight: float, candidates: int = READ_CANDIDATES) -> np.ndarray:
-    return np.array([max(r["papers"][:candidates], key=lambda p: p["score"] + weight * p["odds"])["id"] in r["gold"]
-                     for r in rows])
+    return np.array([max(r["papers"][:candidates], key=lambda p: p["score"] + weight * p["odds"] * asked(r))["id"]
+                     in r["gold"] for r in rows])
 
 
 def figures(rows: list[dict[str, Any]], weight: float) -> dict[str, Any]:
     """A gold paper first: by retrieval alone, and ordered with the model's reading; for all and per type."""
     out: dict[str, Any] = {"n": len(rows), "retrieval": round(float(first_is_gold(rows, 0.0).mean()), 3),
                            "read": round(float(first_is_gold(rows, weight).mean()), 3),
+                           "asked": round(float(np.mean([asked(r) for r in rows])), 3) if rows else 0.0,
                            "read_all_collected": round(float(first_is_gold(rows, weight, len(rows[0]["papers"]) if rows else 0).mean()), 3),
                            "per_type": {}}
     for t in sorted({r["type"] for r in rows}):
