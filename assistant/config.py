@@ -179,7 +179,8 @@ class AnswerSettings(BaseModel):
     )
     paper_judge: bool = Field(
         True,
-        description="A question that names no paper: ask the model whether each of the first three papers found is "
+        description="A question that names no paper, whose first paper does not lead the second by lone_paper_margin: "
+        "ask the model whether each of the first three papers found is "
         "about it (one short request per kept paper) and order them by that and their retrieval score, where the "
         "backend gives log-probabilities; false keeps retrieval's order.",
     )
