@@ -47,7 +47,8 @@ _SENTINEL = re.compile(r"\s*\b" + re.escape(REFUSAL_SENTINEL).replace("_", "[_ ]
 OUT_OF_SCOPE = 0.5
 NAMED_CANDIDATES = 12  # papers searched for one a question names (and both sides of a comparison)
 # The first papers of a question that names none, ordered by the model's reading: with five, the same
-# paper comes first for 179 of 180 evaluation questions, for two thirds more time (eval/fit_reading.py).
+# paper comes first for 179 of 180 evaluation questions, for two thirds more time (the evaluation's
+# fit_reading.py).
 READ_CANDIDATES = 3
 _CHINESE_ANSWER = "请用中文回答（保留论文中的名称、数字和术语）。"
 
