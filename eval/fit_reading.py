@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import assistant  # noqa: E402,F401  (offline environment first)
 from assistant import api  # noqa: E402
-from assistant.answer import READ_CANDIDATES  # noqa: E402
+from assistant.answer import READ_CANDIDATES, reading_order, retrieval_unsure  # noqa: E402
 from assistant.decide import ONE_PAPER_KINDS  # noqa: E402
 from assistant.evaluation.dataset import load_questions, paper_key  # noqa: E402
 from assistant.config import Settings  # noqa: E402
@@ -65,13 +65,19 @@ def collect(a: Any, path: Path) -> list[dict[str, Any]]:
 
 
 def asked(row: dict[str, Any]) -> bool:
-    """Whether the product asks the model at all: not when the first paper leads by `lone_paper_margin`."""
-    return row["papers"][0]["score"] - row["papers"][1]["score"] < LONE_PAPER_MARGIN
+    """Whether the product asks the model at all (as `AnswerEngine.gather` decides)."""
+    return retrieval_unsure([p["score"] for p in row["papers"]], LONE_PAPER_MARGIN)
 
 
 def first_is_gold(rows: list[dict[str, Any]], weight: float, candidates: int = READ_CANDIDATES) -> np.ndarray:
-    return np.array([max(r["papers"][:candidates], key=lambda p: p["score"] + weight * p["odds"] * asked(r))["id"]
-                     in r["gold"] for r in rows])
+    """Per question, whether the paper the product reads first is a gold one."""
+    def first(row: dict[str, Any]) -> str:
+        papers = row["papers"][:candidates]
+        if not asked(row):
+            return papers[0]["id"]
+        return papers[reading_order([p["score"] for p in papers], [p["odds"] for p in papers], weight)[0]]["id"]
+
+    return np.array([first(r) in r["gold"] for r in rows])
 
 
 def figures(rows: list[dict[str, Any]], weight: float) -> dict[str, Any]:
