@@ -48,9 +48,9 @@ _TOPIC_FRAME = re.compile(
     r"^.*?\b(?:papers|works|work|studies|articles|methods|approaches|publications|research|anything|"
     r"in (?:this|the) (?:collection|corpus|list))\b"
     r"(?:\s+(?:in|of)\s+(?:this|the)\s+(?:collection|corpus|conference|list))?(?:\s+is\s+there)?"
-    r"(?:\s+(?:are|is|were|that|which|does|do)\b)*\s*(?:about|on|related to|dealing with|deal with|address(?:es)?|"
+    r"(?:\s+(?:are|is|were|that|which|does|do)\b)*\s*(?:(?:about|on|related to|dealing with|deal with|address(?:es)?|"
     r"look(?:s|ing)? at|study|studies|tackle|tackles|focus(?:es)? on|work on|use|using|apply|applying|propose|"
-    r"in|with|for|concern(?:ing)?|regarding|covering|cover)?\s*",
+    r"involv(?:e|es|ing)|in|with|for|concern(?:ing)?|regarding|covering|cover)\b)?\s*",
     re.IGNORECASE,
 )
 # The frame at the end: "X - anything in here on that?", "protein folding papers?"
