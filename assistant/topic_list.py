@@ -35,11 +35,22 @@ from .wording import stems
 TOPIC_PRESENT = 0.45
 RELATED_MAX = 5
 PHRASE_CHARS = 80
+PHRASE_WORDS = 10
+FRAME_STEMS = frozenset(stems("paper research work study"))  # what a noun phrase for a topic may add
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """A topic as the reply states it: the model's noun phrase, or the question's own words (then quoted)."""
+
+    text: str
+    own_words: bool
 
 
 @dataclass(frozen=True)
 class TopicChoice:
-    """The papers on a topic (best first) and those possibly related to it (at most `RELATED_MAX`)."""
+    """The papers on a topic (best first) and those possibly related to it (at most `RELATED_MAX`); both
+    empty where no candidate's sentence says the topic clearly."""
 
     topic: str
     members: list[topic_choice.TopicMember]
@@ -90,23 +101,30 @@ class TopicLister:
 
         return judge
 
-    def phrase(self, query: Query, notices: list[str]) -> str:
-        """What a topic question asks about, as a noun phrase: the model's, when it is short and made of
-        the question's own words (a stem in common), else the question without its frame."""
+    def phrase(self, query: Query, notices: list[str]) -> Phrase:
+        """What a topic question asks about: the model's noun phrase, when it is short and every word of
+        it but "papers", "research", "work" or "study" is one of the question's (by stem), else the
+        question's own words without its frame. A phrase in other words is the model's reading of the
+        topic, and the papers are chosen by it: "Contextual Learning Papers" for in-context learning
+        and "Data analysis papers" for tabular data chose papers off the topic. Holding the phrase to
+        the question's words took the chosen papers' recall and precision from 0.766 / 0.765 to
+        0.813 / 0.810 on the evaluation's topics (left out one at a time) and from 0.831 / 0.826 to
+        0.944 / 0.856 on the outside topics (the evaluation README, "Choosing a topic's papers")."""
         fallback = read_question(query.english, original=query.text)
-        fallback_topic = fallback.topic if fallback.kind == "topic" and fallback.topic else query.english.rstrip(" ?.!")
+        own_words = Phrase(fallback.topic if fallback.kind == "topic" and fallback.topic else query.english.rstrip(" ?.!"),
+                           own_words=True)
         try:
             llm = self.llm()
             reply = llm.chat([{"role": "user", "content": self.prompter.prompts.topic_phrase.format(question=query.english)}],
                              max_tokens=24, **llm.line_format(PHRASE_CHARS))
         except LLMError as exc:
             notices.append(f"The model could not name the topic ({exc}); it is read from the question's words.")
-            return fallback_topic
+            return own_words
         phrase = re.sub(r"^(?:the\s+)?topic\s*(?:is|:)\s*", "", reply.strip().strip('"“”.'), flags=re.IGNORECASE).strip()
-        words = set(stems(phrase))
-        if not phrase or len(phrase.split()) > 10 or not words or not words & set(stems(query.english)):
-            return fallback_topic
-        return phrase
+        words = set(stems(phrase)) - FRAME_STEMS
+        if not phrase or len(phrase.split()) > PHRASE_WORDS or not words or not words <= set(stems(query.english)):
+            return own_words
+        return Phrase(phrase, own_words=False)
 
     def choose(self, topic: str, source: str | None = None, notices: list[str] | None = None) -> TopicChoice:
         """The papers on `topic`, and the next most likely as possibly related."""
@@ -118,9 +136,11 @@ class TopicLister:
         floor = fitted["related_floor"] if self.settings.related_threshold is None else self.settings.related_threshold
         members, scored = topic_choice.on_topic(topic, vector, candidates, self.sentences, self.rerank, threshold,
                                                 self.judge(topic, notices if notices is not None else []))
+        present = bool(scored) and max(m.sentence.score for m in scored) >= TOPIC_PRESENT
+        if not present:  # no paper says the topic clearly: none is on it, nor related to it, however scored
+            return TopicChoice(topic, [], [], present)
         listed = {m.passage.paper.id for m in members}
         related = [m for m in scored if m.passage.paper.id not in listed and m.score >= floor]
-        present = bool(scored) and max(m.sentence.score for m in scored) >= TOPIC_PRESENT
         return TopicChoice(topic, members, related[:RELATED_MAX], present)
 
     def citation(self, number: int, member: topic_choice.TopicMember) -> Citation:
@@ -131,7 +151,8 @@ class TopicLister:
         """Every paper on the topic, each cited with the sentence that puts it there, then the possibly
         related ones (not cited: shown apart). None when no paper is on the topic. What went wrong on
         the way is added to `notices`."""
-        topic = self.phrase(query, notices)
+        phrase = self.phrase(query, notices)
+        topic = phrase.text
         choice = self.choose(topic, source, notices)
         if not choice.present or not choice.members:
             return None
@@ -145,7 +166,10 @@ class TopicLister:
             lead = f"本论文集中有 {n} 篇论文关于“{topic}”："
             tail = f"\n可能相关：{'；'.join(c.paper.shown for c in related)}。" if related else ""
         else:
-            lead = f"{'One paper' if n == 1 else f'{n} papers'} in the collection {'is' if n == 1 else 'are'} about {topic}:"
+            papers = "One paper in the collection" if n == 1 else f"{n} papers in the collection"
+            # The question's own words are quoted: they need not read as a noun phrase ("prove a regret bound").
+            lead = (f"{papers} {'matches' if n == 1 else 'match'} “{topic}”:" if phrase.own_words
+                    else f"{papers} {'is' if n == 1 else 'are'} about {topic}:")
             tail = f"\nPossibly related: {'; '.join(c.paper.shown for c in related)}." if related else ""
         return Reply(lead + "\n" + "\n".join(lines) + tail, "answered", citations, related=related,
                      listed=[m.passage for m in choice.members] + [m.passage for m in choice.related],

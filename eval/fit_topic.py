@@ -58,7 +58,7 @@ def topics(a: Assistant, path: Path, tables: bool = False) -> list[dict[str, Any
         if query.kind.kind != "topic":
             continue
         out.append({"id": item["id"], "kind": item.get("kind", item["type"]), "gold": gold,
-                    "topic": a.engine.topics.phrase(query, [])})
+                    "topic": a.engine.topics.phrase(query, []).text})
     return out
 
 
