@@ -12,11 +12,12 @@ import os
 import re
 import socket
 import time
+from collections.abc import Callable
 
 import pytest
 
 from assistant import Answer, Assistant
-from assistant.types import Evidence, Passage
+from assistant.types import Evidence, Paper, Passage
 from assistant.chunk import count_tokens
 from assistant.errors import QuestionError
 from assistant.wording import unknown_specifics
@@ -235,10 +236,8 @@ def test_a_first_paper_far_ahead_of_the_others_is_the_only_one_in_the_prompt(sma
     assert f"[1] {VEGAS}: " in with_others and "[2]" in with_others
 
 
-@pytest.mark.settings(lone_paper_margin=10.0)  # every paper found stays in the prompt
-def test_a_question_naming_no_paper_reads_first_the_paper_the_model_finds_it_is_about(scripted, scripted_llm):
-    retrieved = [p.paper for p in scripted.retrieve(DRAFTING_QUESTION)]
-    chosen = retrieved[2]  # the third paper retrieval finds
+def model_finds_the_question_about(scripted, chosen: Paper) -> Callable[[list[dict]], dict[str, float]]:
+    """A model that finds `DRAFTING_QUESTION` about `chosen` only (its first tokens' log-probabilities)."""
     asked = scripted.engine.prompts.topic_judge.format(topic=DRAFTING_QUESTION)
 
     def first_tokens(messages: list[dict]) -> dict[str, float]:
@@ -246,11 +245,29 @@ def test_a_question_naming_no_paper_reads_first_the_paper_the_model_finds_it_is_
         about = content.split("\n")[1] if content.startswith("Sources:") else ""
         return YES if asked in content and chosen.title in about else NO
 
-    scripted_llm.first_tokens = first_tokens
+    return first_tokens
+
+
+@pytest.mark.settings(lone_paper_margin=10.0)  # every paper found stays in the prompt
+def test_a_question_naming_no_paper_reads_first_the_paper_the_model_finds_it_is_about(scripted, scripted_llm):
+    retrieved = [p.paper for p in scripted.retrieve(DRAFTING_QUESTION)]
+    chosen = retrieved[2]  # the third paper retrieval finds
+    scripted_llm.first_tokens = model_finds_the_question_about(scripted, chosen)
     scripted_llm.queue(f"{chosen.title} [1].")
     answer = scripted.ask(DRAFTING_QUESTION)
     assert answer.passages[0].paper == chosen and retrieved[0] in [p.paper for p in answer.passages[1:]]
     assert scripted_llm.messages(0)[-1]["content"].startswith(f"Sources:\n[1] {chosen.title}: ")
+
+
+@pytest.mark.settings(lone_paper_margin=10.0)
+def test_a_question_naming_no_paper_is_taken_to_be_about_the_paper_read_first(scripted, scripted_llm):
+    # Not the paper whose sentence is closest in wording: the reading found the question is about another.
+    chosen = [p.paper for p in scripted.retrieve(DRAFTING_QUESTION)][2]
+    scripted_llm.first_tokens = model_finds_the_question_about(scripted, chosen)
+    query = scripted.engine.read(DRAFTING_QUESTION)
+    decision = scripted.engine.plan(query, scripted.engine.gather(query, scripted.settings.k, None, {}))
+    closest = max(decision.sources, key=lambda s: max(e.score for e in decision.evidence[s.number]))
+    assert closest.paper != chosen and decision.subject.paper == chosen and not decision.named
 
 
 @pytest.mark.settings(paper_judge=False)
