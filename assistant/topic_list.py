@@ -109,7 +109,7 @@ class TopicLister:
         and "Data analysis papers" for tabular data chose papers off the topic. Holding the phrase to
         the question's words took the chosen papers' recall and precision from 0.766 / 0.765 to
         0.813 / 0.810 on the evaluation's topics (left out one at a time) and from 0.831 / 0.826 to
-        0.944 / 0.856 on the outside topics (the evaluation README, "Choosing a topic's papers")."""
+        0.944 / 0.856 on the outside topics (the evaluation README, "The topic as the judge reads it")."""
         fallback = read_question(query.english, original=query.text)
         own_words = Phrase(fallback.topic if fallback.kind == "topic" and fallback.topic else query.english.rstrip(" ?.!"),
                            own_words=True)
