@@ -25,7 +25,7 @@ from . import drafts, replies
 from .chunk import count_tokens
 from .cite import Source, make_citation, verify
 from .config import Settings
-from .decide import ONE_PAPER_KINDS, Decision, plan
+from .decide import ONE_PAPER_KINDS, Decision, first_paper_leads, plan
 from .intent import read_question
 from .slots import focus_sentences
 from .errors import LLMError
@@ -50,19 +50,13 @@ NAMED_CANDIDATES = 12  # papers searched for one a question names (and both side
 # paper comes first for 179 of 180 evaluation questions, for two thirds more time (the evaluation's
 # fit_reading.py).
 READ_CANDIDATES = 3
-
-
-def retrieval_unsure(scores: list[float], margin: float) -> bool:
-    """Whether the first papers are read against the question: the first does not lead the second by
-    `margin` (`lone_paper_margin`; a first paper that does is read alone, `decide.choose_papers`)."""
-    return len(scores) >= 2 and scores[0] - scores[1] < margin
+_CHINESE_ANSWER = "请用中文回答（保留论文中的名称、数字和术语）。"
 
 
 def reading_order(scores: list[float], odds: list[float], weight: float) -> list[int]:
     """The first papers' indices, best first, by retrieval score + `weight` x the model's log-odds
     that the paper is about the question (ties keep retrieval's order)."""
     return sorted(range(len(scores)), key=lambda i: -(scores[i] + weight * odds[i]))
-_CHINESE_ANSWER = "请用中文回答（保留论文中的名称、数字和术语）。"
 
 
 @dataclass(frozen=True)
@@ -242,7 +236,7 @@ class AnswerEngine:
         the first paper leads the second by `lone_paper_margin`: retrieval is then sure enough that the
         answer reads that paper alone (`decide.choose_papers`), and a reading costs 0.4-0.6 s a paper."""
         head, weight = passages[:READ_CANDIDATES], self.judge.fitted.reading_weight
-        if not weight or not retrieval_unsure([p.score for p in head], self.settings.lone_paper_margin):
+        if not weight or len(head) < 2 or first_paper_leads([p.score for p in head], self.settings.lone_paper_margin):
             return passages
         odds: list[float] = []
         for passage in head:

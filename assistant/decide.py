@@ -84,12 +84,17 @@ def choose_papers(settings: Settings, kind: str, relevant: Sequence[Passage], na
     if kind == "comparison":
         # The two papers it compares (named, else the two closest): a third could only be cited wrongly.
         return context[:2]
-    if settings.whole_first_paper and len(context) > 1:
+    if settings.whole_first_paper and first_paper_leads([p.score for p in context], settings.lone_paper_margin):
         # A first paper far ahead of the others is the one asked about: the others' sentences would
         # only be read (time) and, now and then, cited instead of it.
-        if context[0].score - max(p.score for p in context[1:]) >= settings.lone_paper_margin:
-            return context[:1]
+        return context[:1]
     return context
+
+
+def first_paper_leads(scores: Sequence[float], margin: float) -> bool:
+    """Whether the first of two papers or more leads every other by `margin` (`lone_paper_margin`): the
+    answer then reads it alone, and the model is not asked to order them (`AnswerEngine.gather`)."""
+    return len(scores) >= 2 and scores[0] - max(scores[1:]) >= margin
 
 
 def plan(

@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 import assistant  # noqa: E402,F401  (offline environment first)
 from assistant import api  # noqa: E402
-from assistant.answer import READ_CANDIDATES, reading_order, retrieval_unsure  # noqa: E402
-from assistant.decide import ONE_PAPER_KINDS  # noqa: E402
+from assistant.answer import READ_CANDIDATES, reading_order  # noqa: E402
+from assistant.decide import ONE_PAPER_KINDS, first_paper_leads  # noqa: E402
 from assistant.evaluation.dataset import load_questions, paper_key  # noqa: E402
 from assistant.config import Settings  # noqa: E402
 from assistant.kinds import DATA  # noqa: E402
@@ -66,7 +66,7 @@ def collect(a: Any, path: Path) -> list[dict[str, Any]]:
 
 def asked(row: dict[str, Any]) -> bool:
     """Whether the product asks the model at all (as `AnswerEngine.gather` decides)."""
-    return retrieval_unsure([p["score"] for p in row["papers"]], LONE_PAPER_MARGIN)
+    return not first_paper_leads([p["score"] for p in row["papers"]], LONE_PAPER_MARGIN)  # rows hold 2 papers or more
 
 
 def first_is_gold(rows: list[dict[str, Any]], weight: float, candidates: int = READ_CANDIDATES) -> np.ndarray:
