@@ -49,6 +49,7 @@ CELL_ANSWER_TOKENS = 64
 # A cell's answer is cut here by the grammar: with more room the model goes on past the figure
 # asked for, which costs time and adds nothing to the cell (the evaluation README, "Constants").
 CELL_ANSWER_CHARS = 60
+CUT_SLACK = 12  # an answer this close to the bound that stops within a word was cut by it (`was_cut`)
 _DECLINE = re.compile(r"^\W*(?:none|n/?a|not (?:stated|mentioned|given|specified|provided|available)|unknown|unclear|"
                       r"no (?:answer|information|mention))\b", re.IGNORECASE)
 
@@ -210,19 +211,19 @@ class TableBuilder:
             return not_stated(f"The abstract's sentences do not {slots.asked_for(intent)}.")
         support = max(evidence[i].score for i in picked)
         citation = make_citation(1, paper, sentences.raw, picked, support)
-        if len(text) >= CELL_ANSWER_CHARS:
-            text = complete(text, sentences.clean[picked[0]])  # the grammar may have cut it
+        if was_cut(text, sentences.clean[picked[0]]):
+            text = complete(text, sentences.clean[picked[0]])
         return Cell(r, c, paper, question, text, "stated", citation)
 
     def _messages(self, paper: Paper, sentences: Sentences, shown: list[int], question: str) -> list[dict[str, str]]:
-        """The cell's prompt: the instructions, then the paper's numbered sentences, then the question
+        """The cell's prompt: the instructions (with a worked example), then the paper's sentences, then the question
         (last, so that everything before it is shared by the row's columns and kept across tables)."""
-        # Numbered, though the model no longer names a sentence: unnumbered lines made it decline
-        # more answers the abstract gives (the evaluation README, "Constants").
-        numbered = "\n".join(f"({n}) {sentences.clean[i]}" for n, i in enumerate(shown, start=1))
+        # Listed like the sentences of the system prompt's worked example (numbered and listed were
+        # measured with it: the evaluation README, "Constants").
+        listed = "\n".join(f"- {sentences.clean[i]}" for i in shown)
         return [
             {"role": "system", "content": self.prompts.table_system.format()},
-            {"role": "user", "content": self.prompts.table_cell.format(title=paper.title, sentences=numbered, question=question)},
+            {"role": "user", "content": self.prompts.table_cell.format(title=paper.title, sentences=listed, question=question)},
         ]
 
     def _ask(self, paper: Paper, question: str, sentences: Sentences, shown: list[int]) -> str:
@@ -276,6 +277,18 @@ def _locate(text: str, sentences: Sentences, shown: list[int]) -> list[int]:
     if best is None or not holds(best)[0] or holds(best)[1] < 0.5:
         return []
     return [best]
+
+
+def was_cut(text: str, sentence: str) -> bool:
+    """Whether the length bound cut the answer: it reached the bound, or it stops within a word of its
+    sentence close to the bound. The grammar counts characters, so a token that would cross it is
+    never written: "https://github.com/snu-mllab/Identifiable-Token-Correspond" stopped at 58."""
+    if len(text) >= CELL_ANSWER_CHARS:
+        return True
+    at = sentence.lower().find(text.lower())
+    end = at + len(text)
+    return (len(text) >= CELL_ANSWER_CHARS - CUT_SLACK and at >= 0 and end < len(sentence)
+            and text[-1:].isalnum() and sentence[end].isalnum())
 
 
 def complete(text: str, sentence: str) -> str:

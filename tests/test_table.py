@@ -232,6 +232,12 @@ def test_the_table_set_has_a_gold_cell_for_every_gold_paper():
     assert len(items) >= 12 and sum(len(i["columns"]) for i in items) >= 12
 
 
+def test_the_held_out_table_set_has_topics_of_its_own():
+    own = {i["topic"] for i in load_tables(TABLES_PATH)}
+    held = load_tables(TABLES_PATH.with_name("tables_heldout.jsonl"))
+    assert len(held) >= 10 and not own & {i["topic"] for i in held}
+
+
 def test_a_table_set_line_missing_a_cell_is_rejected(tmp_path):
     item = load_tables(TABLES_PATH)[0]
     item["columns"][0]["cells"].pop()
@@ -267,6 +273,21 @@ def test_the_local_model_fills_a_table_with_a_figure_and_a_not_stated(small_inde
         again = assistant.table([SPEEDUP], papers=[VEGAS]).cells[0][0]
         assert again.status == "stated" and "2.81" in again.text, again
         assert assistant.tables.keep(vegas.paper)["new"] is False
+
+
+def test_an_answer_that_stops_within_a_word_near_the_length_bound_was_cut_by_it() -> None:
+    from assistant.table import complete, was_cut
+
+    sentence = "Code is at https://github.com/snu-mllab/Identifiable-Token-Correspondence."
+    cut = "https://github.com/snu-mllab/Identifiable-Token-Correspond"  # 58 characters: the next token crossed 60
+    assert was_cut(cut, sentence)
+    assert complete(cut, sentence) == "https://github.com/snu-mllab/Identifiable-Token-Correspondence"
+
+
+def test_a_short_answer_that_is_part_of_a_word_is_not_taken_as_cut() -> None:
+    from assistant.table import was_cut
+
+    assert not was_cut("Transformer", "It outperforms Transformers on long inputs.")
 
 
 def test_an_answer_the_length_bound_cut_is_completed_from_its_sentence_to_the_end_of_the_clause() -> None:
