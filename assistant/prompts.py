@@ -37,7 +37,6 @@ EXPECTED = {
     "correction_zh.txt": {"title", "marker", "quote"},
     "out_of_scope.txt": {"count"},
     "out_of_scope_zh.txt": {"count"},
-    "topic_phrase.txt": {"question"},
     "label.txt": set(),
 }
 
@@ -63,7 +62,6 @@ class Prompts:
     correction_zh: PromptTemplate
     out_of_scope: PromptTemplate
     out_of_scope_zh: PromptTemplate
-    topic_phrase: PromptTemplate
     label: PromptTemplate
 
 

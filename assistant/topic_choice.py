@@ -38,13 +38,19 @@ TOPIC_FEATURES = ("relevance", "relevance - best", "sentence logit", "sentence l
 # evaluation's fit_topic script on its topic questions and table topics (its leave-one-topic-out
 # figures are beside the weights); not tuned on single questions.
 
-# Where a backend gives log-probabilities, the model is asked of each candidate the rule above
-# finds at least TOPIC_JUDGE_FLOOR likely (4-5 per question, against 10 read by the cross-encoder)
-# "Is this paper about <topic>?", with the paper's whole abstract as a question about it opens its
-# prompt (a kept paper is not read again). Its log-odds of "yes" against "no", also as the distance
-# from the best candidate's, join the features of a second regression fitted the same way (the
-# model's odds alone rank candidates better than any other feature: the evaluation README, "Constants").
-TOPIC_JUDGE_FLOOR = 0.05
+# Where a backend gives log-probabilities, the model is asked "Is this paper about <topic>?" of each
+# candidate the rule above finds at least TOPIC_JUDGE_FLOOR and under TOPIC_JUDGE_CEILING likely (about
+# 4 per question, against 10 read by the cross-encoder; 0.4 s each), with the paper's whole abstract
+# as a question about it opens its prompt (a kept paper is not read again). Its log-odds of "yes"
+# against "no", also as the distance from the best candidate's, join the features of a second
+# regression fitted the same way (the model's odds alone rank candidates better than any other
+# feature: the evaluation README, "Constants"). At a floor of 0.05 it was asked 7 times a question,
+# for lower precision (the evaluation README, "The topic in the question's own words").
+TOPIC_JUDGE_FLOOR = 0.1
+# A candidate the rule finds at least this likely is listed without asking: 4.0 questions to the model
+# a topic instead of 4.9, ~0.4 s, for the same recall and precision (the evaluation README, "The topic
+# in the question's own words").
+TOPIC_JUDGE_CEILING = 0.9
 TOPIC_JUDGED_FEATURES = (*TOPIC_FEATURES, "model log-odds", "model log-odds - best")
 ODDS_CLIP = 10.0  # log-odds beyond this say no more: a paper is plainly on or off the topic
 Judge = Callable[[Passage], float | None]
@@ -145,15 +151,15 @@ def on_topic(
 
     A candidate is on the topic when the fitted rule ("rule" of `fitted`) gives it a probability of at
     least `threshold`. With `judge` (the model's log-odds that a candidate is on the topic, or None
-    where it cannot tell), the candidates the rule finds at least `TOPIC_JUDGE_FLOOR` likely and the
-    model can tell about are weighed again with its odds ("judged_rule"). Used by topic
+    where it cannot tell), the candidates the rule finds at least `TOPIC_JUDGE_FLOOR` and under
+    `TOPIC_JUDGE_CEILING` likely and the model can tell about are weighed again with its odds ("judged_rule"). Used by topic
     questions and by the rows of a table chosen by topic.
     """
     rows = topic_features(topic, topic_vector, candidates, bank, rerank)
     scores = [_logistic(features, fitted()["rule"]["weights"], fitted()["rule"]["bias"]) for _, _, features in rows]
     judged: list[tuple[int, float]] = []
     if judge is not None:
-        asked = [i for i, score in enumerate(scores) if score >= TOPIC_JUDGE_FLOOR]
+        asked = [i for i, score in enumerate(scores) if judged_by_model(score)]
         judged = [(i, o) for i in asked if (o := judge(rows[i][0])) is not None]
     if judged:
         features = judged_features([rows[i][2] for i, _ in judged], [o for _, o in judged])
@@ -162,6 +168,11 @@ def on_topic(
     scored = [TopicMember(p, s, round(score, 4)) for (p, s, _), score in zip(rows, scores)]
     scored.sort(key=lambda m: -m.score)
     return [m for m in scored if m.score >= threshold], scored
+
+
+def judged_by_model(score: float) -> bool:
+    """Whether a candidate the first rule gives `score` is weighed again with the model's odds."""
+    return TOPIC_JUDGE_FLOOR <= score < TOPIC_JUDGE_CEILING
 
 
 def judged_features(features: Sequence[np.ndarray], odds: Sequence[float]) -> list[np.ndarray]:

@@ -1,16 +1,17 @@
 """Fit the rules that choose a topic's papers (`assistant/topic_choice.py`) and write assistant/data/topics.json.
 
 The topics: every topic question of eval/questions.jsonl (and multi-paper question read as one), with
-the topic as the assistant names it (`TopicLister.phrase`, the model's noun phrase), and every topic of
+the topic as the assistant reads it (`TopicLister.topic`, the question's own words), and every topic of
 eval/tables.jsonl as given. For each, the candidates the assistant weighs (`TopicLister.choose`: up to
 `topic_candidates` papers near the topic), their `topic_choice.TOPIC_FEATURES` and, for those a rule
 over the features finds likely enough to ask about (as at run time), the model's odds that the paper is
 about the topic (kept in --odds-file between runs). Two logistic regressions (gold paper or not): the
-first rule over the features, the second over them and the model's odds for the candidates the first finds at least `TOPIC_JUDGE_FLOOR` likely. The
+first rule over the features, the second over them and the model's odds for the candidates the first
+finds likely enough to ask about (`topic_choice.judged_by_model`). The
 listing threshold is the one whose leave-one-topic-out recall and precision are highest together (the
 lower of the two), the "possibly related" floor the highest at which the listed and related papers
 together reach 0.95 recall (else the best recall any floor reaches). The outside set's topic
-questions are scored, never fitted on.
+questions and the held-out table topics (eval/tables_heldout.jsonl) are scored, never fitted on.
 
     .venv/bin/python eval/fit_topic.py            # about 10 minutes with the embedded model, papers kept
                                                   # (4 with the odds kept from an earlier run)
@@ -58,7 +59,7 @@ def topics(a: Assistant, path: Path, tables: bool = False) -> list[dict[str, Any
         if query.kind.kind != "topic":
             continue
         out.append({"id": item["id"], "kind": item.get("kind", item["type"]), "gold": gold,
-                    "topic": a.engine.topics.phrase(query, []).text})
+                    "topic": a.engine.topics.topic(query)})
     return out
 
 
@@ -101,7 +102,7 @@ def probabilities(item: dict[str, Any], first: LogisticRegression, second: Logis
     p = first.predict_proba(item["x"])[:, 1]
     if second is None:
         return p
-    at = np.flatnonzero((p >= topic_choice.TOPIC_JUDGE_FLOOR) & ~np.isnan(item["odds"]))
+    at = np.flatnonzero(np.vectorize(topic_choice.judged_by_model)(p) & ~np.isnan(item["odds"]))
     if len(at):
         judged = topic_choice.judged_features(list(item["x"][at]), list(item["odds"][at]))
         p[at] = second.predict_proba(np.array(judged))[:, 1]
@@ -112,7 +113,7 @@ def second_rule(items: list[dict[str, Any]], first: LogisticRegression) -> Logis
     rows = []
     for item in items:
         p = first.predict_proba(item["x"])[:, 1]
-        at = np.flatnonzero((p >= topic_choice.TOPIC_JUDGE_FLOOR) & ~np.isnan(item["odds"]))
+        at = np.flatnonzero(np.vectorize(topic_choice.judged_by_model)(p) & ~np.isnan(item["odds"]))
         if len(at):
             rows.append({"x": np.array(topic_choice.judged_features(list(item["x"][at]), list(item["odds"][at]))),
                          "y": item["y"][at]})
@@ -149,10 +150,13 @@ def main() -> int:
     with Assistant.from_settings() as a:
         own = topics(a, HERE / "questions.jsonl") + topics(a, HERE / "tables.jsonl", tables=True)
         outside = topics(a, OUTSIDE) if OUTSIDE.is_file() else []
+        held = topics(a, HERE / "tables_heldout.jsonl", tables=True)
         features(a, own)
         features(a, outside)
-        print(f"{len(own)} topics to fit on, {len(outside)} outside; asking the model about the likely candidates")
-        ask_odds(a, own + outside, fit(own), odds, args.odds_file)
+        features(a, held)
+        print(f"{len(own)} topics to fit on, {len(outside)} outside and {len(held)} held-out table topics; "
+              "asking the model about the likely candidates")
+        ask_odds(a, own + outside + held, fit(own), odds, args.odds_file)
     # Leave one topic out: each topic's probabilities from both rules fitted on the others.
     left = []
     for i, item in enumerate(own):
@@ -170,6 +174,7 @@ def main() -> int:
               "candidates": int(sum(len(i["y"]) for i in own)), "leave_one_topic_out": scores(own, left, best, floor)}
     if outside:
         report["outside"] = scores(outside, [probabilities(i, first, second) for i in outside], best, floor)
+    report["held_out_tables"] = scores(held, [probabilities(i, first, second) for i in held], best, floor)
     out = {
         "rule": {"features": list(topic_choice.TOPIC_FEATURES), "weights": [round(float(w), 4) for w in first.coef_[0]],
                  "bias": round(float(first.intercept_[0]), 4)},
@@ -178,7 +183,7 @@ def main() -> int:
         "threshold": best, "related_floor": floor, "figures": report,
     }
     (DATA / "topics.json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-    for name in ("leave_one_topic_out", "outside"):
+    for name in ("leave_one_topic_out", "outside", "held_out_tables"):
         for kind, f in report.get(name, {}).items():
             print(f"{name:20} {kind:10} n={f['n']:3} R {f['recall']} P {f['precision']} R with related {f['recall_with_related']}")
     print(f"threshold {best}, related floor {floor}; wrote {DATA / 'topics.json'}")
