@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,9 @@ TOPIC_JUDGED_FEATURES = (*TOPIC_FEATURES, "model log-odds", "model log-odds - be
 ODDS_CLIP = 10.0  # log-odds beyond this say no more: a paper is plainly on or off the topic
 Judge = Callable[[Passage], float | None]
 
+# Some sentence of the candidates must say the topic clearly (cosine similarity): between what
+# off-topic questions reach and what topic questions reach (the evaluation README, "Constants").
+TOPIC_PRESENT = 0.45
 TOPIC_SENTENCES_READ = 3
 # Below this relevance a candidate is not read for a topic: below what any gold paper of the
 # evaluation's topics reaches (the evaluation README, "Constants").
@@ -152,13 +155,15 @@ def on_topic(
     A candidate is on the topic when the fitted rule ("rule" of `fitted`) gives it a probability of at
     least `threshold`. With `judge` (the model's log-odds that a candidate is on the topic, or None
     where it cannot tell), the candidates the rule finds at least `TOPIC_JUDGE_FLOOR` and under
-    `TOPIC_JUDGE_CEILING` likely and the model can tell about are weighed again with its odds ("judged_rule"). Used by topic
+    `TOPIC_JUDGE_CEILING` likely and the model can tell about are weighed again with its odds
+    ("judged_rule"), where some candidate's sentence says the topic (`says_topic`). Used by topic
     questions and by the rows of a table chosen by topic.
     """
     rows = topic_features(topic, topic_vector, candidates, bank, rerank)
     scores = [_logistic(features, fitted()["rule"]["weights"], fitted()["rule"]["bias"]) for _, _, features in rows]
     judged: list[tuple[int, float]] = []
-    if judge is not None:
+    # A topic no candidate's sentence says clearly lists no paper whatever the odds: the model is not asked.
+    if judge is not None and says_topic(s for _, s, _ in rows):
         asked = [i for i, score in enumerate(scores) if judged_by_model(score)]
         judged = [(i, o) for i in asked if (o := judge(rows[i][0])) is not None]
     if judged:
@@ -168,6 +173,12 @@ def on_topic(
     scored = [TopicMember(p, s, round(score, 4)) for (p, s, _), score in zip(rows, scores)]
     scored.sort(key=lambda m: -m.score)
     return [m for m in scored if m.score >= threshold], scored
+
+
+def says_topic(sentences: Iterable[ScoredSentence]) -> bool:
+    """Whether some candidate's sentence says the topic clearly (cosine similarity at least
+    `TOPIC_PRESENT`); where none does, no paper is on the topic nor related to it, however scored."""
+    return max((s.score for s in sentences), default=0.0) >= TOPIC_PRESENT
 
 
 def judged_by_model(score: float) -> bool:

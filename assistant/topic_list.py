@@ -28,10 +28,9 @@ from .retrieve import HybridRetriever
 from .intent import read_question
 from .types import Citation, Passage
 
-# Some sentence of the candidates must say the topic clearly (cosine similarity): between what
-# off-topic questions reach and what topic questions reach (the evaluation README, "Constants").
-TOPIC_PRESENT = 0.45
 RELATED_MAX = 5
+
+
 @dataclass(frozen=True)
 class TopicChoice:
     """The papers on a topic (best first) and those possibly related to it (at most `RELATED_MAX`); both
@@ -40,7 +39,7 @@ class TopicChoice:
     topic: str
     members: list[topic_choice.TopicMember]
     related: list[topic_choice.TopicMember]
-    present: bool  # some candidate's sentence says the topic clearly (`TOPIC_PRESENT`)
+    present: bool  # some candidate's sentence says the topic clearly (`topic_choice.says_topic`)
 
 
 class TopicLister:
@@ -108,7 +107,7 @@ class TopicLister:
         floor = fitted["related_floor"] if self.settings.related_threshold is None else self.settings.related_threshold
         members, scored = topic_choice.on_topic(topic, vector, candidates, self.sentences, self.rerank, threshold,
                                                 self.judge(topic, notices if notices is not None else []))
-        present = bool(scored) and max(m.sentence.score for m in scored) >= TOPIC_PRESENT
+        present = topic_choice.says_topic(m.sentence for m in scored)
         if not present:  # no paper says the topic clearly: none is on it, nor related to it, however scored
             return TopicChoice(topic, [], [], present)
         listed = {m.passage.paper.id for m in members}

@@ -97,12 +97,18 @@ def fit(items: list[dict[str, Any]], x: str = "x", y: str = "y") -> LogisticRegr
     return LogisticRegression(C=C, max_iter=5000).fit(np.vstack([i[x] for i in items]), np.concatenate([i[y] for i in items]))
 
 
+def judged_at(item: dict[str, Any], p: np.ndarray) -> np.ndarray:
+    """The candidates the model is asked about at run time (`topic_choice.judged_by_model` of the first
+    rule's probabilities `p`) and has odds for."""
+    return np.flatnonzero(np.vectorize(topic_choice.judged_by_model)(p) & ~np.isnan(item["odds"]))
+
+
 def probabilities(item: dict[str, Any], first: LogisticRegression, second: LogisticRegression | None) -> np.ndarray:
     """The candidates' probabilities: the first rule's, the second's where the model was asked."""
     p = first.predict_proba(item["x"])[:, 1]
     if second is None:
         return p
-    at = np.flatnonzero(np.vectorize(topic_choice.judged_by_model)(p) & ~np.isnan(item["odds"]))
+    at = judged_at(item, p)
     if len(at):
         judged = topic_choice.judged_features(list(item["x"][at]), list(item["odds"][at]))
         p[at] = second.predict_proba(np.array(judged))[:, 1]
@@ -112,8 +118,7 @@ def probabilities(item: dict[str, Any], first: LogisticRegression, second: Logis
 def second_rule(items: list[dict[str, Any]], first: LogisticRegression) -> LogisticRegression:
     rows = []
     for item in items:
-        p = first.predict_proba(item["x"])[:, 1]
-        at = np.flatnonzero(np.vectorize(topic_choice.judged_by_model)(p) & ~np.isnan(item["odds"]))
+        at = judged_at(item, first.predict_proba(item["x"])[:, 1])
         if len(at):
             rows.append({"x": np.array(topic_choice.judged_features(list(item["x"][at]), list(item["odds"][at]))),
                          "y": item["y"][at]})

@@ -78,6 +78,13 @@ def test_a_topic_no_paper_is_about_gives_an_empty_table_that_says_so(weighing):
     assert table.rows == [] and table.cells == [] and any("No paper" in n for n in table.notices)
 
 
+def test_a_topic_no_paper_says_is_not_put_to_the_model(scripted, scripted_llm):
+    scripted_llm.first_tokens = lambda messages: {"Yes": -0.05, "No": -3.0}  # it would say yes to any paper
+    rows, related = scripted.tables.topic_rows("sourdough bread baking")
+    assert rows == [] and related == []
+    assert not [r for r in scripted_llm.judged if "Is this paper about" in r["messages"][-1]["content"]]
+
+
 def test_every_paper_of_a_corpus_file_can_be_the_rows(scripted, scripted_llm):
     scripted_llm.responder = lambda messages: "not stated"
     source = scripted.sources[0]
