@@ -277,6 +277,13 @@ class Assistant:
             self.tables.keep(paper)
             yield self.by_id[paper.id]
 
+    def unkept(self, papers: list[str] | None = None, source: str | None = None) -> list[Paper]:
+        """The papers (as `keep_papers` chooses them) whose question state the embedded model no longer
+        has at hand: never read, or removed to stay within `llm_kept_states_mb`. Questions about them
+        read the whole abstract again, and topic lists weigh them without the model's odds. Empty
+        with a backend that keeps nothing. A few milliseconds a paper (nothing is read)."""
+        return [p for p in self.papers_of(papers, source) if self.engine.prompter.kept(p) is False]
+
     def label(self, paper: Paper) -> Paper:
         """Have the model name `paper` (once; right after reading it costs a second) and show the name
         where it holds against the abstract (`labels`). A model failure leaves the derived title."""

@@ -128,6 +128,17 @@ def test_a_paper_read_ahead_is_kept_for_its_questions_and_its_table_rows(own_ind
 
 
 @pytest.mark.llm
+def test_a_paper_whose_kept_state_was_removed_to_stay_within_the_limit_is_reported(own_index, tmp_path):
+    # ~13 MB a state, two a paper: within 30 MB the second paper's states push out the first's. The RAM
+    # cache is kept below one state, so that what is at hand is what stayed on disk.
+    settings = make_settings(own_index, llm_kept_states_dir=tmp_path / "kept", llm_kept_states_mb=30,
+                             llm_prompt_cache_mb=1)
+    with Assistant.from_settings(settings) as assistant:
+        assert len(list(assistant.keep_papers([VEGAS, ARM]))) == 2
+        assert [p.title for p in assistant.unkept([VEGAS, ARM])] == [VEGAS]
+
+
+@pytest.mark.llm
 def test_papers_are_read_ahead_once_nobody_is_asking(own_index, tmp_path):
     with Assistant.from_settings(make_settings(own_index, llm_kept_states_dir=tmp_path / "kept")) as assistant:
         assistant.warm_up(background=False)

@@ -27,6 +27,7 @@ def cmd_warm(args: argparse.Namespace) -> int:
                 count += 1
                 labelled += bool(paper.display)
                 bar.update(1)
+        unkept = assistant.unkept(chosen or None) if count else []
         print(f"{labelled} of {count} papers have a name the model wrote and the abstract bears out "
               "(`assistant papers` lists them); the others keep their derived titles.", file=sys.stderr)
         server = getattr(assistant.llm_loaded, "server", None)
@@ -37,9 +38,16 @@ def cmd_warm(args: argparse.Namespace) -> int:
         return 0
     folder = server.kept_dir
     size = sum(f.stat().st_size for f in folder.glob("*.npz")) / (1 << 20)
-    print(f"Read {count} paper{'' if count == 1 else 's'} in {time.perf_counter() - started:.0f} s. Questions and tables about them now read "
+    about = "them" if not unkept else f"the {count - len(unkept)} still kept"
+    print(f"Read {count} paper{'' if count == 1 else 's'} in {time.perf_counter() - started:.0f} s. Questions and tables about {about} now read "
           f"only their own words. Kept states: {size:.0f} MB in {folder} (limit {settings.llm_kept_states_mb} MB, "
           "ASSISTANT_LLM_KEPT_STATES_MB).", file=sys.stderr)
+    if unkept:
+        # Kept states are removed oldest first once the limit is reached: papers read early lose theirs.
+        needed = size / max(count - len(unkept), 1) * count * 1.25
+        print(f"warning: {len(unkept)} of {count} papers did not stay kept within the limit (first: {unkept[0].shown}). "
+              "Questions about them read the whole abstract again, and topic lists weigh them without the model. "
+              f"Set ASSISTANT_LLM_KEPT_STATES_MB to about {needed:.0f} and run `assistant warm` again.", file=sys.stderr)
     return 0
 
 
