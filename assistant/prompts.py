@@ -27,6 +27,7 @@ EXPECTED = {
     "table_system.txt": set(),
     "table_cell.txt": {"title", "sentences", "question"},
     "topic_judge.txt": {"topic"},
+    "topic_zh.txt": {"question"},
     "judge_claim.txt": {"statement"},
     "judge_claim_kind.txt": {"statement"},
     "judge_sentence.txt": {"question", "sentence"},
@@ -52,6 +53,7 @@ class Prompts:
     table_system: PromptTemplate
     table_cell: PromptTemplate
     topic_judge: PromptTemplate
+    topic_zh: PromptTemplate
     judge_claim: PromptTemplate
     judge_claim_kind: PromptTemplate
     judge_sentence: PromptTemplate

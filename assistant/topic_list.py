@@ -5,11 +5,12 @@ One way to choose them (`TopicLister.choose`): every paper retrieval finds near 
 cross-encoder and, for papers the model has kept, the model's odds that the paper is about the
 topic). Two tiers come out: the papers on the topic, each with the sentence of its abstract that puts
 it there, and a short "possibly related" list of the next most likely. A topic question's topic is
-what it asks about in its own words.
+what it asks about in its own words; a question in Chinese has it stated back in Chinese by the model.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,28 @@ from .intent import read_question
 from .types import Citation, Passage
 
 RELATED_MAX = 5
+# The most characters of the model's Chinese phrase for a topic: a longer reply is not a phrase.
+TOPIC_ZH_CHARS = 30
+# How much of that phrase (its Chinese characters and Latin words) must be the question's own: on 18
+# Chinese topic questions the phrases the model drew from the question were 0.8-1.0 its own, its
+# translations ("联邦学习" for federated learning), terms of its own ("迭代折叠" for iteration-collapse)
+# and copied examples 0.1-0.4 (the evaluation README, "The topic of a Chinese question").
+TOPIC_ZH_OWN_SHARE = 0.75
+_UNITS = re.compile(r"[\u3400-\u9fff]|[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
+def _bare(phrase: str) -> str:
+    """A topic phrase without quotes, end punctuation or a closing "paper(s)" / "(的)论文": the lead of
+    the reply says 论文 already ("…篇论文关于“X”")."""
+    phrase = phrase.strip().strip("\"'“”「」《》。：:；;，,？?！! ")
+    return re.sub(r"\s*(?:(?:的)?论文|papers?)$|的$", "", phrase, flags=re.IGNORECASE).strip()
+
+
+def _share_of_own_words(phrase: str, question: str) -> float:
+    """The share of `phrase`'s Chinese characters and Latin words that `question` has too."""
+    units = [u.lower() for u in _UNITS.findall(phrase)]
+    own = {u.lower() for u in _UNITS.findall(question)}
+    return sum(u in own for u in units) / len(units) if units else 0.0
 
 
 @dataclass(frozen=True)
@@ -97,6 +120,28 @@ class TopicLister:
         fallback = read_question(query.english, original=query.text)
         return fallback.topic if fallback.kind == "topic" and fallback.topic else query.english.rstrip(" ?.!")
 
+    def stated(self, query: Query, topic: str, notices: list[str]) -> str:
+        """The topic as the reply states it: the question's own words (`topic`). For a question in
+        Chinese, whose `topic` comes from the model's English rewrite, the model's short phrase for
+        it, in the question's words; where that phrase is not mostly made of the question's own words
+        and characters (a translation, a term of its own, an example of the prompt copied), `topic`
+        when every word of it is the user's, else the question as typed."""
+        if query.language != "zh":
+            return topic
+        llm = self.llm()
+        prompt = self.prompter.prompts.topic_zh.format(question=query.text)
+        try:
+            phrase = llm.chat([{"role": "user", "content": prompt}], max_tokens=32, **llm.line_format(TOPIC_ZH_CHARS))
+        except LLMError as exc:
+            notices.append(f"The model could not state the topic in Chinese ({exc}); it is quoted as asked.")
+            phrase = ""
+        phrase = _bare(phrase)
+        if phrase and _share_of_own_words(phrase, query.text) >= TOPIC_ZH_OWN_SHARE:
+            return phrase
+        if _share_of_own_words(topic, query.text) == 1.0:
+            return _bare(topic)
+        return query.text.rstrip("？?。！! ")
+
     def choose(self, topic: str, source: str | None = None, notices: list[str] | None = None) -> TopicChoice:
         """The papers on `topic`, and the next most likely as possibly related."""
         vector = self.encode([topic])[0]
@@ -133,7 +178,7 @@ class TopicLister:
         related = [self.citation(0, m) for m in choice.related]
         n = len(choice.members)
         if query.language == "zh":
-            lead = f"本论文集中有 {n} 篇论文关于“{topic}”："
+            lead = f"本论文集中有 {n} 篇论文关于“{self.stated(query, topic, notices)}”："
             tail = f"\n可能相关：{'；'.join(c.paper.shown for c in related)}。" if related else ""
         else:
             papers = "One paper in the collection" if n == 1 else f"{n} papers in the collection"

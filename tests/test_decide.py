@@ -247,6 +247,19 @@ def test_a_topic_reply_states_the_topic_in_the_questions_own_words(scripted, scr
     assert answer.text.startswith(f"{len(answer.citations)} papers in the collection match “sparse attention for video”:")
 
 
+def test_a_topic_reply_to_a_chinese_question_states_the_topic_in_its_words(scripted, scripted_llm):
+    scripted_llm.queue(VIDEO_TOPIC, "视频生成里的 sparse attention")  # the English rewrite, then the topic as the user put it
+    answer = scripted.ask("有没有讲视频生成里的 sparse attention 的论文？")
+    assert answer.intent == "topic" and {ISA, ECHO_ATTENTION} <= {c.paper.title for c in answer.citations}
+    assert answer.text.startswith(f"本论文集中有 {len(answer.citations)} 篇论文关于“视频生成里的 sparse attention”：")
+
+
+def test_a_chinese_topic_phrase_not_in_the_questions_words_gives_way_to_the_question(scripted, scripted_llm):
+    scripted_llm.queue(VIDEO_TOPIC, "图神经网络的过平滑")  # not what the user asked: a phrase of the model's own
+    answer = scripted.ask("有没有讲视频生成里的 sparse attention 的论文？")
+    assert answer.text.startswith(f"本论文集中有 {len(answer.citations)} 篇论文关于“有没有讲视频生成里的 sparse attention 的论文”：")
+
+
 @pytest.mark.settings(related_threshold=0.001)  # the papers just below the first tier are listed whatever the fit
 def test_a_topic_list_shows_possibly_related_papers_apart_and_does_not_cite_them(scripted, scripted_llm):
     answer = scripted.ask(VIDEO_TOPIC)
