@@ -128,9 +128,9 @@ class TopicLister:
         when every word of it is the user's, else the question as typed."""
         if query.language != "zh":
             return topic
-        llm = self.llm()
         prompt = self.prompter.prompts.topic_zh.format(question=query.text)
         try:
+            llm = self.llm()  # starting the model may fail too: the list is still shown
             phrase = llm.chat([{"role": "user", "content": prompt}], max_tokens=32, **llm.line_format(TOPIC_ZH_CHARS))
         except LLMError as exc:
             notices.append(f"The model could not state the topic in Chinese ({exc}); it is quoted as asked.")

@@ -19,7 +19,7 @@ from assistant.topic_choice import topic_parts
 from assistant.wording import question_names, sanitize, unknown_specifics
 
 from support import ARM, ECHO_ATTENTION, ISA, VEGAS
-from fakes import judging_model
+from fakes import Fault, judging_model
 
 # -- what the question asks for --------------------------------------------------------------
 
@@ -258,6 +258,14 @@ def test_a_chinese_topic_phrase_not_in_the_questions_words_gives_way_to_the_ques
     scripted_llm.queue(VIDEO_TOPIC, "图神经网络的过平滑")  # not what the user asked: a phrase of the model's own
     answer = scripted.ask("有没有讲视频生成里的 sparse attention 的论文？")
     assert answer.text.startswith(f"本论文集中有 {len(answer.citations)} 篇论文关于“有没有讲视频生成里的 sparse attention 的论文”：")
+
+
+def test_a_model_that_fails_to_state_a_chinese_topic_leaves_the_list_with_the_question_quoted(scripted, scripted_llm):
+    scripted_llm.queue(VIDEO_TOPIC, Fault.http(500, "out of memory"))
+    answer = scripted.ask("有没有讲视频生成里的 sparse attention 的论文？")
+    assert {ISA, ECHO_ATTENTION} <= {c.paper.title for c in answer.citations}
+    assert answer.text.startswith(f"本论文集中有 {len(answer.citations)} 篇论文关于“有没有讲视频生成里的 sparse attention 的论文”：")
+    assert any("could not state the topic in Chinese" in notice for notice in answer.notices)
 
 
 @pytest.mark.settings(related_threshold=0.001)  # the papers just below the first tier are listed whatever the fit

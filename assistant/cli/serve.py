@@ -27,7 +27,7 @@ def cmd_warm(args: argparse.Namespace) -> int:
                 count += 1
                 labelled += bool(paper.display)
                 bar.update(1)
-        unkept = assistant.unkept(chosen or None) if count else []
+        unkept = assistant.unkept(chosen) if count else []  # count > 0: `chosen` names every paper read
         print(f"{labelled} of {count} papers have a name the model wrote and the abstract bears out "
               "(`assistant papers` lists them); the others keep their derived titles.", file=sys.stderr)
         server = getattr(assistant.llm_loaded, "server", None)
