@@ -9,11 +9,15 @@ of which the cell's answer must state) or null ("not stated in the abstract"). T
   * cells: `Assistant.table` over the gold papers (so that a missed row does not hide its cells):
     a stated gold cell is right when the cell is stated and its answer holds a gold fact; a null
     one when the cell says "not stated"; every stated cell's quote must be verbatim and contiguous.
+A yes/no column's gold cell also gives its `answer` ("yes" or "no"), and its facts are the words of
+the abstract that say so: a cell answering "yes" or "no" is right when that is the gold answer and
+its answer or its quote holds a gold fact (the quote is what shows the reader why).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,6 +41,10 @@ def load_tables(path: Path | str = TABLES_PATH) -> list[dict[str, Any]]:
             if cells != gold:
                 raise ValueError(f"{path}, line {number}: the column {column['question']!r} must have one cell "
                                  "per gold paper")
+            for cell in column["cells"]:
+                if cell.get("answer") not in (None, "yes", "no") or (cell.get("answer") and not cell["facts"]):
+                    raise ValueError(f"{path}, line {number}: in the column {column['question']!r}, an answer "
+                                     "must be \"yes\" or \"no\" and come with the facts that say so")
         items.append(item)
     return items
 
@@ -47,12 +55,24 @@ def score_rows(chosen: Sequence[str], gold: Sequence[str]) -> dict[str, float]:
     return {"recall": hits / len(gold) if gold else 1.0, "precision": hits / len(chosen) if chosen else 0.0}
 
 
-def score_cell(cell: dict[str, Any], facts: list[str] | None) -> bool:
+_POLARITY = re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
+
+
+def score_cell(cell: dict[str, Any], facts: list[str] | None, answer: str | None = None) -> bool:
     """Whether a cell (in `Cell.to_json` form) is right: states a gold fact, or says "not stated" when
-    the abstract does not say."""
+    the abstract does not say. With a gold yes/no `answer`, a cell that answers yes or no must give
+    that answer, and its quote may hold the fact."""
     if facts is None:
         return cell["status"] == "not_stated"
-    return cell["status"] == "stated" and any(fact_found(f, cell["text"]) for f in facts)
+    if cell["status"] != "stated":
+        return False
+    said = cell["text"]
+    polarity = _POLARITY.match(said)
+    if answer and polarity:
+        if polarity.group(1).lower() != answer:
+            return False
+        said += " " + (cell["citation"]["quote"] if cell["citation"] else "")
+    return any(fact_found(f, said) for f in facts)
 
 
 def run_tables(assistant: Any, items: Sequence[dict[str, Any]], cells: bool = True,
@@ -75,6 +95,7 @@ def run_tables(assistant: Any, items: Sequence[dict[str, Any]], cells: bool = Tr
             result["first_cell"] = round(table.timings.get("first_cell", 0.0), 2)
             for c, column in enumerate(item["columns"]):
                 facts = {paper_key(x["source"], x["ordinal"]): x["facts"] for x in column["cells"]}
+                answers = {paper_key(x["source"], x["ordinal"]): x.get("answer") for x in column["cells"]}
                 for r, paper_id in enumerate(gold):
                     cell = table.cells[r][c].to_json()
                     citations = [cell["citation"]] if cell["citation"] else []
@@ -82,7 +103,7 @@ def run_tables(assistant: Any, items: Sequence[dict[str, Any]], cells: bool = Tr
                         "paper": paper_id, "question": column["question"], "gold": facts[paper_id],
                         "status": cell["status"], "text": cell["text"], "note": cell["note"],
                         "quote": cell["citation"]["quote"] if cell["citation"] else "",
-                        "correct": score_cell(cell, facts[paper_id]),
+                        "correct": score_cell(cell, facts[paper_id], answers[paper_id]),
                         "quote_problems": quote_problems(citations, abstracts),
                     })
         results.append(result)
