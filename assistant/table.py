@@ -8,7 +8,11 @@ questions. Each cell is decided on one paper's own sentences, like a single-pape
 - then the application decides: a decline is "not stated"; the quote is the shown sentence that
   holds the answer's figures and most of its words, else the cell is "not stated"; the quote must
   carry the asked slot (a figure for "how much"), and the sentence with the figure must speak of
-  the asked quantity (a speedup does not answer "how much memory does it save").
+  the asked quantity (a speedup does not answer "how much memory does it save");
+- a yes/no column's "yes" or "no" is the answer itself, quoted with the sentence that says so: the
+  one its words come from, else the one the cross-encoder reads as answering the column. It is
+  stated only where the cross-encoder finds that sentence answers the column (`YES_NO_EVIDENCE`):
+  the model says a bare "yes" as readily when the abstract is silent.
 The model does not number the sentence its answer comes from: a 1.5B model often numbered the
 wrong one (the application moved the quote anyway), and the grammar's forced characters of that
 field slowed every cell (the evaluation README, "Constants").
@@ -50,6 +54,10 @@ CELL_ANSWER_TOKENS = 64
 # asked for, which costs time and adds nothing to the cell (the evaluation README, "Constants").
 CELL_ANSWER_CHARS = 60
 CUT_SLACK = 12  # an answer this close to the bound that stops within a word was cut by it (`was_cut`)
+# The cross-encoder's least logit for the sentence that says yes or no to a yes/no column, fitted
+# on the yes/no cells of the table sets (the evaluation README, "Constants").
+YES_NO_EVIDENCE = -8.5
+_POLARITY = re.compile(r"^\W*(yes|no)\b[\s,.:;\u2013\u2014-]*", re.IGNORECASE)
 _DECLINE = re.compile(r"^\W*(?:none|n/?a|not (?:stated|mentioned|given|specified|provided|available)|unknown|unclear|"
                       r"no (?:answer|information|mention))\b", re.IGNORECASE)
 
@@ -92,13 +100,15 @@ class TableBuilder:
     """Chooses the rows and fills the cells of a `Table` (see the module docstring)."""
 
     def __init__(self, settings: Settings, sentences: SentenceBank, encode: Callable[[list[str]], np.ndarray],
-                 llm: Callable[[], Any], prompts: Prompts, topics: TopicLister) -> None:
+                 llm: Callable[[], Any], prompts: Prompts, topics: TopicLister,
+                 reranker: Callable[[str, Sequence[str]], np.ndarray]) -> None:
         self.settings = settings
         self.sentences = sentences
         self.encode = encode
         self.llm = llm  # called when the first cell needs the model: the model starts then, not before
         self.prompts = prompts
         self.topics = topics  # chooses a topic's papers, as for a topic question
+        self.reranker = reranker  # the cross-encoder: which sentence says yes or no to a yes/no column
 
     def topic_rows(self, topic: str, source: str | None = None, notices: list[str] | None = None) -> tuple[list[Row], list[Row]]:
         """The papers on `topic`, each with the sentence of its abstract that shows it, and those possibly
@@ -200,6 +210,8 @@ class TableBuilder:
             return Cell(r, c, paper, question, "", "failed", None, str(exc))
         if not text or _DECLINE.match(text) or wording.DECLINES.search(text):
             return not_stated("The model found no sentence that states it.")
+        if intent.slot == "yes_no" and _POLARITY.match(text):
+            return self._yes_no(r, c, paper, question, text, sentences, evidence, shown)
         if slots.adds_nothing(text, f"{question} {paper.title}"):
             return not_stated("The model's answer only repeats the question or the paper's name.")
         picked = _locate(text, sentences, shown)
@@ -214,6 +226,26 @@ class TableBuilder:
         if was_cut(text, sentences.clean[picked[0]]):
             text = complete(text, sentences.clean[picked[0]])
         return Cell(r, c, paper, question, text, "stated", citation)
+
+    def _yes_no(self, r: int, c: int, paper: Paper, question: str, text: str, sentences: Sentences,
+                evidence: list[ScoredSentence], shown: list[int]) -> Cell:
+        """A yes/no column's cell: the model's "yes" or "no" (with its words where a sentence holds
+        them), quoted with the sentence that says so, or "not stated" when the cross-encoder finds no
+        shown sentence that answers the column."""
+        polarity = _POLARITY.match(text)
+        assert polarity is not None
+        answer, words = polarity.group(1).lower(), text[polarity.end():].strip()
+        scores = self.reranker(question, [sentences.clean[i] for i in shown])
+        located = _locate(words, sentences, shown) if words and not slots.adds_nothing(words, question) else []
+        index = located[0] if located else shown[int(np.argmax(scores))]
+        if scores[shown.index(index)] < YES_NO_EVIDENCE:
+            return Cell(r, c, paper, question, NOT_STATED, "not_stated", None,
+                        f"The model said {answer!r}, but no sentence of the abstract says so.")
+        if located:
+            sentence = sentences.clean[index]
+            answer = f"{answer}, {complete(words, sentence) if was_cut(text, sentence) else words}"
+        citation = make_citation(1, paper, sentences.raw, [index], evidence[index].score)
+        return Cell(r, c, paper, question, answer, "stated", citation)
 
     def _messages(self, paper: Paper, sentences: Sentences, shown: list[int], question: str) -> list[dict[str, str]]:
         """The cell's prompt: the instructions (with a worked example), then the paper's sentences, then the question

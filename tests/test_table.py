@@ -133,6 +133,27 @@ def test_a_model_that_says_not_stated_gives_a_not_stated_cell(scripted, scripted
     assert cell.status == "not_stated" and cell.text == NOT_STATED and cell.citation is None
 
 
+def test_a_yes_to_a_yes_no_column_is_quoted_with_the_sentence_that_says_so(scripted, scripted_llm):
+    # A bare "yes" holds no words to find its sentence by: the cross-encoder finds the one that answers.
+    scripted_llm.responder = lambda messages: "yes"
+    cell = scripted.table(["Is its code released?"], papers=[VEGAS]).cells[0][0]
+    assert cell.status == "stated" and cell.text == "yes" and "github.com/platformxlab/vegas" in cell.citation.quote
+
+
+def test_a_yes_no_answer_keeps_its_words_where_a_sentence_holds_them(scripted, scripted_llm):
+    scripted_llm.responder = lambda messages: "yes, verification-guided sparse attention"
+    cell = scripted.table(["Does it use sparse attention?"], papers=[VEGAS]).cells[0][0]
+    assert cell.status == "stated" and cell.text == "yes, verification-guided sparse attention"
+    assert "we propose Vegas" in cell.citation.quote
+
+
+def test_a_yes_that_no_sentence_says_is_not_stated(scripted, scripted_llm):
+    # The small model answers "yes" as readily when the abstract is silent (Vegas states no theory).
+    scripted_llm.responder = lambda messages: "yes"
+    cell = scripted.table(["Does it provide theoretical guarantees?"], papers=[VEGAS]).cells[0][0]
+    assert cell.status == "not_stated" and cell.citation is None and "no sentence" in cell.note
+
+
 def test_a_figure_about_another_quantity_is_not_an_answer(scripted, scripted_llm):
     # Asked how much memory Vegas saves, a small model gives the speedup: the abstract gives no saving.
     scripted_llm.responder = lambda messages: "1.25×–2.81× memory"
@@ -259,6 +280,22 @@ def test_cells_are_scored_on_facts_and_on_not_stated():
     assert score_cell(stated, ["1.25x-2.81x"]) and not score_cell(stated, None)
     assert score_cell({"status": "not_stated", "text": NOT_STATED}, None)
     assert score_rows(["a", "b", "c"], ["a", "d"]) == {"recall": 0.5, "precision": 1 / 3}
+
+
+def test_a_yes_no_cell_is_scored_on_its_answer_and_the_words_of_its_quote():
+    quoted = {"status": "stated", "text": "yes", "citation": {"quote": "We theoretically prove that it converges."}}
+    assert score_cell(quoted, ["theoretically prove"], "yes")
+    assert not score_cell(quoted, ["theoretically prove"], "no")
+    assert not score_cell({**quoted, "citation": {"quote": "It is fast."}}, ["theoretically prove"], "yes")
+
+
+def test_a_table_set_answer_must_be_yes_or_no_with_its_facts(tmp_path):
+    item = load_tables(TABLES_PATH)[0]
+    item["columns"][0]["cells"][0]["answer"] = "maybe"
+    path = tmp_path / "tables.jsonl"
+    path.write_text(json.dumps(item) + "\n")
+    with pytest.raises(ValueError, match="yes"):
+        load_tables(path)
 
 
 # -- the real model -------------------------------------------------------------------------------
