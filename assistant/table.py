@@ -42,7 +42,7 @@ from .evidence import ScoredSentence, Sentences, SentenceBank, score_sentences, 
 from .errors import LLMError, LLMUnavailableError, QuestionError
 from .prompts import Prompts
 from .topic_list import TopicLister
-from .text import clean_markup, shorten
+from .text import NUMBER_WORDS, clean_markup, shorten
 from .types import NOT_STATED, Cell, Paper, Row, Table
 
 MAX_COLUMNS = 8
@@ -212,6 +212,7 @@ class TableBuilder:
             return not_stated("The model found no sentence that states it.")
         if intent.slot == "yes_no" and _POLARITY.match(text):
             return self._yes_no(r, c, paper, question, text, sentences, evidence, shown)
+        text = _as_written(text, sentences, shown)
         if slots.adds_nothing(text, f"{question} {paper.title}"):
             return not_stated("The model's answer only repeats the question or the paper's name.")
         picked = _locate(text, sentences, shown)
@@ -292,6 +293,20 @@ def _measures(intent: Intent, question: str, quote: str) -> bool:
         return True
     quote_stems = set(wording.stems(quote))
     return any(slots.covered(t, quote_stems, quote) for t in terms)
+
+
+def _as_written(text: str, sentences: Sentences, shown: list[int]) -> str:
+    """The answer with a small number written as the sentences write it: the model answers "10" where
+    the abstract says "ten models", and a lone digit or a figure no sentence holds finds no quote."""
+    def spelled(match: re.Match[str]) -> str:
+        number = match.group(0)
+        if int(number) >= len(NUMBER_WORDS) or any(has_number(sentences.clean[i], number) for i in shown):
+            return number
+        word = re.compile(rf"\b{NUMBER_WORDS[int(number)]}\b", re.IGNORECASE)
+        found = next((m.group(0) for i in shown if (m := word.search(sentences.clean[i]))), None)
+        return found or number
+
+    return re.sub(r"(?<![\d.,])\d{1,2}(?![\d.,%×x])", spelled, text)
 
 
 def _locate(text: str, sentences: Sentences, shown: list[int]) -> list[int]:

@@ -96,6 +96,12 @@ def test_citation_precision_and_recall() -> None:
         ("Gumbel-Softmax", "via a softmax", False),
         ("University of California, Irvine", "at the university of california, irvine", True),
         ("keystone neurons", "*keystone* neurons", True),
+        ("seven", "7 LLM judges", True),
+        ("ten models", "it evaluates 10 models", True),
+        ("ten models", "it evaluates 1 models", False),
+        ("polynomial-inequality proving", "Polynomial inequality proving", True),
+        ("distribution shifts", "robust to distribution shift", True),
+        ("distribution shifts", "robust to distribution drift", False),
     ],
 )
 def test_number_aware_fact_matching(fact: str, text: str, found: bool) -> None:

@@ -20,7 +20,7 @@ from assistant.evaluation.tables import TABLES_PATH, load_tables, score_cell, sc
 from assistant.table import CELL_ANSWER_CHARS, _parse, check_columns, resolve_papers, to_csv, to_markdown
 from assistant.types import NOT_STATED, Cell, Row, Table
 
-from support import ARM, FEDERATED, VEGAS, make_settings, run_cli
+from support import ARM, FEDERATED, ISA, VEGAS, make_settings, run_cli
 
 SPEEDUP = "What speedup does it report?"
 
@@ -152,6 +152,13 @@ def test_a_yes_that_no_sentence_says_is_not_stated(scripted, scripted_llm):
     scripted_llm.responder = lambda messages: "yes"
     cell = scripted.table(["Does it provide theoretical guarantees?"], papers=[VEGAS]).cells[0][0]
     assert cell.status == "not_stated" and cell.citation is None and "no sentence" in cell.note
+
+
+def test_a_small_number_is_written_as_its_sentence_spells_it(scripted, scripted_llm):
+    # The abstract says "two key insights"; the model answers with the digit.
+    scripted_llm.responder = lambda messages: "2"
+    cell = scripted.table(["How many key insights is the design grounded in?"], papers=[ISA]).cells[0][0]
+    assert cell.status == "stated" and cell.text == "two" and "two key insights" in cell.citation.quote
 
 
 def test_a_figure_about_another_quantity_is_not_an_answer(scripted, scripted_llm):

@@ -79,8 +79,10 @@ def cmd_table(args: argparse.Namespace) -> int:
     elif not (args.csv == "-" or args.markdown == "-"):
         print(to_markdown(table), end="")
     filled = sum(c.status == "stated" for line in table.cells for c in line)
-    print(f"{len(table.rows)} papers x {len(table.columns)} questions: {filled} cells answered from the abstracts, "
-          f"the rest not stated, in {table.timings.get('total', 0):.1f} s.", file=sys.stderr)
+    rows, columns = len(table.rows), len(table.columns)
+    print(f"{rows} paper{'s' * (rows != 1)} x {columns} question{'s' * (columns != 1)}: {filled} "
+          f"cell{'s' * (filled != 1)} answered from the abstracts, the rest not stated, "
+          f"in {table.timings.get('total', 0):.1f} s.", file=sys.stderr)
     failed = any(c.status == "failed" for line in table.cells for c in line)
     return 3 if failed else 0
 

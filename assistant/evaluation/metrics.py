@@ -11,7 +11,7 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from ..text import clean_markup, without_markers
+from ..text import NUMBER_WORDS, clean_markup, without_markers
 from .dataset import paper_key
 
 TOP_K = 5  # hit@5 / recall@5 cut-off; also the number of papers retrieved in retrieval-only runs
@@ -75,14 +75,23 @@ def citation_scores(cited: Collection[str], gold: Collection[str]) -> dict[str, 
 _DASHES = re.compile("[\u2010\u2011\u2012\u2013\u2014\u2015\u2212]")
 
 
+_NUMBER_WORD = re.compile(r"\b(%s)\b" % "|".join(NUMBER_WORDS))
+
+
 def normalise(text: str) -> str:
-    """Text for fact matching: markup stripped, lowercase, ×→x, dashes→-, spaces collapsed."""
+    """Text for fact matching: markup stripped, lowercase, ×→x, dashes→-, spaces collapsed; and so
+    that a fact is found however its words are written, numbers one to twenty as digits ("seven" →
+    "7"), a hyphen between words as a space ("polynomial-inequality" → "polynomial inequality"), and
+    a word's closing "s" dropped ("distribution shifts" → "distribution shift")."""
     out = clean_markup(without_markers(text))  # LaTeX/Markdown; also turns \times into ×
     out = _DASHES.sub("-", out.lower()).replace("×", "x")
     out = re.sub(r"\s+", " ", out)
     out = re.sub(r"(?<=\d) (?=x\b|%)", "", out)  # "1.25 x" → "1.25x", "50 %" → "50%"
     out = re.sub(r"(?<=[\dx%]) ?- ?(?=\d)", "-", out)  # "1.25x - 2.81x" → "1.25x-2.81x"
     out = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", out)  # 1,000 → 1000
+    out = _NUMBER_WORD.sub(lambda m: str(NUMBER_WORDS.index(m.group(1))), out)
+    out = re.sub(r"(?<=[a-z])-(?=[a-z])", " ", out)
+    out = re.sub(r"\b([a-z]{3,})s\b", r"\1", out)
     return out.strip()
 
 
