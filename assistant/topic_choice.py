@@ -3,7 +3,8 @@
 Used by topic questions in the chat and by table rows chosen by topic. Each candidate's closest
 sentence to the topic (and to each alternative or example the topic names) is weighed by the
 embeddings, the cross-encoder and, where the backend gives them, the model's odds; a logistic
-regression fitted by the evaluation's `fit_topic.py` combines them.
+regression fitted by the evaluation's `fit_topic.py` combines them. The papers possibly related to
+a topic are those of the rest most alike in their words to the papers on it (`Likeness`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
 
 from .kinds import DATA
 from .evidence import ScoredSentence, SentenceBank, score_sentences, strongest
-from .types import Passage
+from .types import Paper, Passage
 from .wording import stems
 
 # -- topics ---------------------------------------------------------------------------------------
@@ -195,3 +197,36 @@ def judged_features(features: Sequence[np.ndarray], odds: Sequence[float]) -> li
 def _logistic(features: np.ndarray, weights: Sequence[float], bias: float) -> float:
     return float(1 / (1 + np.exp(-(features @ np.array(weights) + bias))))
 
+
+
+class Likeness:
+    """How alike in their words the collection's abstracts are to the papers on a topic: TF-IDF
+    (scikit-learn's, over `wording.stems`, log-scaled counts), the listed papers' mean vector plus the
+    topic's own, by cosine. This is relevance feedback: a paper that shares no words with its topic
+    ("making transformer inference faster or cheaper" for a paper on routed attention memory) often
+    shares them with the papers found on it. The first rule gives such papers under 5%, so the
+    "possibly related" tier, ordered by it, missed them. Ordered by likeness, both tiers found 0.971
+    of the project's table topics' papers instead of 0.863, and no topic question or held-out table
+    lost one (the evaluation README, "Possibly related: papers alike to the listed ones")."""
+
+    def __init__(self, papers: Sequence[Paper]) -> None:
+        self.rows = {paper.id: row for row, paper in enumerate(papers)}
+        texts = [f"{paper.title}. {paper.abstract}" for paper in papers]
+        self.vectorizer = TfidfVectorizer(analyzer=stems, sublinear_tf=True, smooth_idf=False).fit(texts)
+        # The plain inverse document frequency, log(n / df): scikit-learn adds 1 to it, which keeps
+        # words most abstracts share ("model", "method") weighing; with it, both tiers found 0.929 of
+        # the table topics' papers instead of 0.971.
+        self.vectorizer.idf_ = self.vectorizer.idf_ - 1.0
+        self.matrix = self.vectorizer.transform(texts)
+
+    def order(self, others: Sequence[TopicMember], listed: Sequence[TopicMember], topic: str) -> list[TopicMember]:
+        """`others`, most alike to the `listed` papers and the topic first (as given when none is listed)."""
+        rows = [self.rows[m.passage.paper.id] for m in listed if m.passage.paper.id in self.rows]
+        if not rows:
+            return list(others)
+        # TF-IDF rows are L2-normalised, so the dot product with the centroid ranks as cosine does.
+        centroid = np.asarray(self.matrix[rows].mean(axis=0)).ravel() + self.vectorizer.transform([topic]).toarray().ravel()
+        known = [m.passage.paper.id for m in others if m.passage.paper.id in self.rows]
+        scores = self.matrix[[self.rows[i] for i in known]] @ centroid if known else np.zeros(0)
+        alike = dict(zip(known, np.asarray(scores).ravel().tolist()))
+        return sorted(others, key=lambda m: -alike.get(m.passage.paper.id, 0.0))

@@ -15,10 +15,11 @@ from assistant.prompting import AnswerField
 from assistant.followups import conversation_query, refers_back
 from assistant.intent import read_question
 from assistant.slots import adds_nothing, states
-from assistant.topic_choice import topic_parts
+from assistant.topic_choice import Likeness, TopicMember, topic_parts
+from assistant.types import Passage
 from assistant.wording import question_names, sanitize, unknown_specifics
 
-from support import ARM, ECHO_ATTENTION, ISA, VEGAS
+from support import ARM, ECHO_ATTENTION, FEDERATED, ISA, VEGAS
 from fakes import Fault, judging_model
 
 # -- what the question asks for --------------------------------------------------------------
@@ -275,6 +276,20 @@ def test_a_topic_list_shows_possibly_related_papers_apart_and_does_not_cite_them
     assert answer.related and not cited & {c.paper.id for c in answer.related}
     assert "Possibly related: " + "; ".join(c.paper.title for c in answer.related) in answer.text
     assert all(c.quote in c.paper.abstract or c.spans for c in answer.related)
+
+
+def test_possibly_related_papers_most_alike_in_words_to_the_listed_ones_come_first(small_assistant):
+    # With FedUSD listed on "federated learning", the corpus's other federated learning paper is the
+    # most alike of the rest, wherever the rule placed it (here: last).
+    def member(title: str) -> TopicMember:
+        paper = next(p for p in small_assistant.papers if p.title == title)
+        return TopicMember(Passage(paper, paper.text, 0.0), None, 0.0)
+
+    listed, other = FEDERATED
+    rest = [member(p.title) for p in small_assistant.papers if p.title not in FEDERATED] + [member(other)]
+    ordered = Likeness(small_assistant.papers).order(rest, [member(listed)], "federated learning")
+    assert ordered[0].passage.paper.title == other and len(ordered) == len(rest)
+    assert Likeness(small_assistant.papers).order(rest, [], "federated learning") == rest  # nothing listed: as given
 
 
 def test_where_the_backend_gives_log_probabilities_the_models_odds_weigh_the_papers_the_rule_is_unsure_of(scripted, scripted_llm):
