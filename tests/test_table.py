@@ -97,6 +97,12 @@ def test_every_paper_of_a_corpus_file_can_be_the_rows(scripted, scripted_llm):
 # -- deciding a cell (scripted model) --------------------------------------------------------
 
 
+def one_cell(scripted, scripted_llm, reply: str, column: str, paper: str = VEGAS) -> Cell:
+    """The cell of `paper` and `column` when the model replies `reply`."""
+    scripted_llm.responder = lambda messages: reply
+    return scripted.table([column], papers=[paper]).cells[0][0]
+
+
 def test_a_stated_cell_has_the_answer_and_its_verbatim_quote(scripted, scripted_llm):
     scripted_llm.responder = lambda messages: "1.25×–2.81× over default vLLM"
     table = scripted.table([SPEEDUP], papers=[VEGAS])
@@ -107,8 +113,7 @@ def test_a_stated_cell_has_the_answer_and_its_verbatim_quote(scripted, scripted_
 
 
 def test_the_quote_is_the_sentence_that_holds_the_answers_figures(scripted, scripted_llm):
-    scripted_llm.responder = lambda messages: "1.25×–2.81×"
-    cell = scripted.table([SPEEDUP], papers=[VEGAS]).cells[0][0]
+    cell = one_cell(scripted, scripted_llm, "1.25×–2.81×", SPEEDUP)
     assert cell.status == "stated" and "1.25" in cell.citation.quote
 
 
@@ -122,55 +127,47 @@ def test_the_model_is_asked_for_the_answer_alone_on_one_line(scripted, scripted_
 
 def test_an_answer_as_long_as_the_grammar_allows_and_not_copied_verbatim_is_marked_as_possibly_cut(scripted, scripted_llm):
     long = f"{VEGAS} is 1.25×–2.81× faster in decoding throughput than default vLLM and a"
-    scripted_llm.responder = lambda messages: long[:CELL_ANSWER_CHARS]
-    cell = scripted.table([SPEEDUP], papers=[VEGAS]).cells[0][0]
+    cell = one_cell(scripted, scripted_llm, long[:CELL_ANSWER_CHARS], SPEEDUP)
     assert cell.status == "stated" and cell.text == long[:CELL_ANSWER_CHARS] + "…"
 
 
 def test_a_model_that_says_not_stated_gives_a_not_stated_cell(scripted, scripted_llm):
-    scripted_llm.responder = lambda messages: "not stated"
-    cell = scripted.table(["What batch size is used?"], papers=[VEGAS]).cells[0][0]
+    cell = one_cell(scripted, scripted_llm, "not stated", "What batch size is used?")
     assert cell.status == "not_stated" and cell.text == NOT_STATED and cell.citation is None
 
 
 def test_a_yes_to_a_yes_no_column_is_quoted_with_the_sentence_that_says_so(scripted, scripted_llm):
     # A bare "yes" holds no words to find its sentence by: the cross-encoder finds the one that answers.
-    scripted_llm.responder = lambda messages: "yes"
-    cell = scripted.table(["Is its code released?"], papers=[VEGAS]).cells[0][0]
+    cell = one_cell(scripted, scripted_llm, "yes", "Is its code released?")
     assert cell.status == "stated" and cell.text == "yes" and "github.com/platformxlab/vegas" in cell.citation.quote
 
 
 def test_a_yes_no_answer_keeps_its_words_where_a_sentence_holds_them(scripted, scripted_llm):
-    scripted_llm.responder = lambda messages: "yes, verification-guided sparse attention"
-    cell = scripted.table(["Does it use sparse attention?"], papers=[VEGAS]).cells[0][0]
+    cell = one_cell(scripted, scripted_llm, "yes, verification-guided sparse attention", "Does it use sparse attention?")
     assert cell.status == "stated" and cell.text == "yes, verification-guided sparse attention"
     assert "we propose Vegas" in cell.citation.quote
 
 
 def test_a_yes_that_no_sentence_says_is_not_stated(scripted, scripted_llm):
     # The small model answers "yes" as readily when the abstract is silent (Vegas states no theory).
-    scripted_llm.responder = lambda messages: "yes"
-    cell = scripted.table(["Does it provide theoretical guarantees?"], papers=[VEGAS]).cells[0][0]
+    cell = one_cell(scripted, scripted_llm, "yes", "Does it provide theoretical guarantees?")
     assert cell.status == "not_stated" and cell.citation is None and "no sentence" in cell.note
 
 
 def test_a_small_number_is_written_as_its_sentence_spells_it(scripted, scripted_llm):
     # The abstract says "two key insights"; the model answers with the digit.
-    scripted_llm.responder = lambda messages: "2"
-    cell = scripted.table(["How many key insights is the design grounded in?"], papers=[ISA]).cells[0][0]
+    cell = one_cell(scripted, scripted_llm, "2", "How many key insights is the design grounded in?", ISA)
     assert cell.status == "stated" and cell.text == "two" and "two key insights" in cell.citation.quote
 
 
 def test_a_figure_about_another_quantity_is_not_an_answer(scripted, scripted_llm):
     # Asked how much memory Vegas saves, a small model gives the speedup: the abstract gives no saving.
-    scripted_llm.responder = lambda messages: "1.25×–2.81× memory"
-    cell = scripted.table(["How much memory does it save?"], papers=[VEGAS]).cells[0][0]
+    cell = one_cell(scripted, scripted_llm, "1.25×–2.81× memory", "How much memory does it save?")
     assert cell.status == "not_stated"
 
 
 def test_a_figure_no_sentence_holds_is_not_an_answer(scripted, scripted_llm):
-    scripted_llm.responder = lambda messages: "a 7.5× speedup"
-    cell = scripted.table([SPEEDUP], papers=[VEGAS]).cells[0][0]
+    cell = one_cell(scripted, scripted_llm, "a 7.5× speedup", SPEEDUP)
     assert cell.status == "not_stated"
 
 
