@@ -210,8 +210,8 @@ class TableBuilder:
             return Cell(r, c, paper, question, "", "failed", None, str(exc))
         if not text or _DECLINE.match(text) or wording.DECLINES.search(text):
             return not_stated("The model found no sentence that states it.")
-        if intent.slot == "yes_no" and _POLARITY.match(text):
-            return self._yes_no(r, c, paper, question, text, sentences, evidence, shown)
+        if intent.slot == "yes_no" and (polarity := _POLARITY.match(text)):
+            return self._yes_no(r, c, paper, question, text, polarity, sentences, evidence, shown)
         text = _as_written(text, sentences, shown)
         if slots.adds_nothing(text, f"{question} {paper.title}"):
             return not_stated("The model's answer only repeats the question or the paper's name.")
@@ -228,13 +228,11 @@ class TableBuilder:
             text = complete(text, sentences.clean[picked[0]])
         return Cell(r, c, paper, question, text, "stated", citation)
 
-    def _yes_no(self, r: int, c: int, paper: Paper, question: str, text: str, sentences: Sentences,
-                evidence: list[ScoredSentence], shown: list[int]) -> Cell:
-        """A yes/no column's cell: the model's "yes" or "no" (with its words where a sentence holds
-        them), quoted with the sentence that says so, or "not stated" when the cross-encoder finds no
-        shown sentence that answers the column."""
-        polarity = _POLARITY.match(text)
-        assert polarity is not None
+    def _yes_no(self, r: int, c: int, paper: Paper, question: str, text: str, polarity: re.Match[str],
+                sentences: Sentences, evidence: list[ScoredSentence], shown: list[int]) -> Cell:
+        """A yes/no column's cell: the model's "yes" or "no" (`polarity`, with its words where a sentence
+        holds them), quoted with the sentence that says so, or "not stated" when the cross-encoder finds
+        no shown sentence that answers the column."""
         answer, words = polarity.group(1).lower(), text[polarity.end():].strip()
         scores = self.reranker(question, [sentences.clean[i] for i in shown])
         located = _locate(words, sentences, shown) if words and not slots.adds_nothing(words, question) else []

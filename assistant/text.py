@@ -53,11 +53,12 @@ NOT_NAMES = frozenset(
     if line.strip() and not line.startswith("#")
 )
 
-# Chinese (Han) characters, and with kana and hangul all CJK ones: a question in one of these
-# scripts is answered in it.
 # Numbers an abstract may spell out ("seven LLM judges", "ten models"), by value.
 NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
                 "fifteen sixteen seventeen eighteen nineteen twenty").split()
+
+# Chinese (Han) characters, and with kana and hangul all CJK ones: a question in one of these
+# scripts is answered in it.
 HAN = re.compile(r"[\u3400-\u9fff]")
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 

@@ -198,7 +198,6 @@ def _logistic(features: np.ndarray, weights: Sequence[float], bias: float) -> fl
     return float(1 / (1 + np.exp(-(features @ np.array(weights) + bias))))
 
 
-
 class Likeness:
     """How alike in their words the collection's abstracts are to the papers on a topic: TF-IDF
     (scikit-learn's, over `wording.stems`, log-scaled counts), the listed papers' mean vector plus the

@@ -5,8 +5,8 @@ One way to choose them (`TopicLister.choose`): every paper retrieval finds near 
 cross-encoder and, for papers the model has kept, the model's odds that the paper is about the
 topic). Two tiers come out: the papers on the topic, each with the sentence of its abstract that puts
 it there, and a short "possibly related" list of the rest, those most alike in their words to the
-papers on the topic first. A topic question's topic is
-what it asks about in its own words; a question in Chinese has it stated back in Chinese by the model.
+papers on the topic first. A topic question's topic is what it asks about in its own words; a
+question in Chinese has it stated back in Chinese by the model.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ class TopicLister:
         return TopicChoice(topic, members, related[:RELATED_MAX], present)
 
     def likeness(self) -> topic_choice.Likeness:
-        """The collection's abstracts as TF-IDF vectors, built on first use (~0.1 s for 57 papers)."""
+        """The collection's abstracts as TF-IDF vectors, built on first use (30 ms for 57 papers)."""
         if self._likeness is None:
             self._likeness = topic_choice.Likeness(list(self.retriever.papers.values()))
         return self._likeness

@@ -80,8 +80,8 @@ def cmd_table(args: argparse.Namespace) -> int:
         print(to_markdown(table), end="")
     filled = sum(c.status == "stated" for line in table.cells for c in line)
     rows, columns = len(table.rows), len(table.columns)
-    print(f"{rows} paper{'s' * (rows != 1)} x {columns} question{'s' * (columns != 1)}: {filled} "
-          f"cell{'s' * (filled != 1)} answered from the abstracts, the rest not stated, "
+    print(f"{rows} paper{'' if rows == 1 else 's'} x {columns} question{'' if columns == 1 else 's'}: {filled} "
+          f"cell{'' if filled == 1 else 's'} answered from the abstracts, the rest not stated, "
           f"in {table.timings.get('total', 0):.1f} s.", file=sys.stderr)
     failed = any(c.status == "failed" for line in table.cells for c in line)
     return 3 if failed else 0
