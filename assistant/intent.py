@@ -135,9 +135,11 @@ _HOW_MUCH = re.compile(r"\bhow (much|many times)\s+(?:(more|less|better|worse)\s
                        % (_NOT_AUX, _NOT_AUX), re.IGNORECASE)
 # "How much does it save in annotation?", "how much can the method reduce latency?": what changes,
 # and in what (the verb and its object), when no noun follows "how much".
+CHANGE_VERBS = ("save", "reduce", "cut", "improve", "lower", "increase", "gain", "shrink", "boost", "compress",
+                "outperform", "accelerate", "speed up", "beat")
 _HOW_MUCH_VERB = re.compile(
     r"\bhow much\s+(?:does|do|did|can|could|will|would|is|are)\s+(?:[\w-]+\s+){1,3}?"
-    r"(save|reduce|cut|improve|lower|increase|gain|shrink|boost|compress|outperform|accelerate|speed up|beat)s?\b"
+    rf"({'|'.join(CHANGE_VERBS)})s?\b"
     r"(?:\s+(?:in|on|of|the|its|their)\b)*\s*([\w-]+)?", re.IGNORECASE)
 _HOW_ADJ = re.compile(r"\bhow (large|big|fast|long|far|often|high|low|small|accurate|well|quickly|good)\b", re.IGNORECASE)
 # "how large a speedup", "how big an improvement in accuracy": the noun is what is asked, not the adjective.

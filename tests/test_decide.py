@@ -14,7 +14,7 @@ from assistant import Answer
 from assistant.prompting import AnswerField
 from assistant.followups import conversation_query, refers_back
 from assistant.intent import read_question
-from assistant.slots import adds_nothing, states
+from assistant.slots import adds_nothing, asked_for, states
 from assistant.topic_choice import Likeness, TopicMember, topic_parts
 from assistant.types import Passage
 from assistant.wording import question_names, sanitize, unknown_specifics
@@ -111,6 +111,25 @@ def test_the_focus_is_what_the_question_asks_for_in_its_own_words() -> None:
     assert read_question("What are the three components it combines?").focus == "components"  # a count qualifies
     assert read_question("What kinds of visual prompts did they try?").focus == "visual prompts"
     assert read_question("how much can the method reduce latency?").focus == "reduce latency"  # the verb and its object
+
+
+
+@pytest.mark.parametrize(
+    "question, said",
+    [
+        ("What batch size does Vegas draft with?", "give the batch size"),
+        ("How many GPUs did they train ARM on?", "give the number of GPUs"),
+        ("how much faster is the video model", "say how much faster"),
+        ("What failure modes was it designed to fix?", "give the failure modes"),
+        # The verb of change and the word after it are not a thing the abstract could give.
+        ("How much does it beat other sparse-attention decoding methods by?", "give that figure"),
+        ("how much can the method reduce peak memory?", "give that figure"),
+        # A comparison's focus is the words its frame left over.
+        ("What's the difference between ARM and Vegas?", "answer that question"),
+    ],
+)
+def test_what_an_abstract_does_not_give_is_said_in_words_that_read_as_english(question: str, said: str) -> None:
+    assert asked_for(read_question(question)) == said
 
 
 def test_a_count_answers_how_many_only_when_it_counts_the_asked_thing() -> None:
