@@ -187,6 +187,10 @@ class AnswerEngine:
                 # Carrying words is evidence only about a paper the question is about, not the closest of
                 # many, and only where the model, asked, leans to finding that the sentence answers.
                 rescue = max((i for i in carrying if adds(i) and leans_yes(i)), key=by_score.get, default=None)
+            if rescue is None and query.kind.kind == "which_paper" and candidates and self._is_about(query, source, passages, notices):
+                # A which-paper question asks for the paper, not for a sentence that answers it: the
+                # paper read first is the answer where the model finds it is about the question.
+                rescue = candidates[0].index
             if rescue is None and query.kind.kind == "yes_no" and candidates and decision.action == "answer":
                 rescue = candidates[0].index  # unless the word rules found the question asks what no abstract says
             if rescue is not None:
@@ -196,6 +200,20 @@ class AnswerEngine:
         # The rule found it not answerable: a sentence the judge finds answers is not quoted as the closest
         # (the rule outweighs one sentence's judgement, and a reply must not contradict itself).
         return replies.near_miss(self.prompts, source, not_answering, language)
+
+    def _is_about(self, query: Query, source: Source, passages: list[Passage], notices: list[str]) -> bool:
+        """Whether the model's log-odds that `source`'s paper is about the question reach the fitted
+        `which_paper_odds` (asked as the reading of `gather` asks it; a paper not kept is not read)."""
+        threshold = self.judge.fitted.which_paper_odds
+        passage = next((p for p in passages if p.paper.id == source.paper.id), None)
+        if threshold is None or passage is None:
+            return False
+        try:
+            odds = self.topics.odds(query.english, passage, kept_only=True)
+        except LLMError as exc:
+            notices.append(f"The model could not weigh the paper ({exc}).")
+            return False
+        return odds is not None and odds >= threshold
 
     def _sentence_odds(self, query: Query, source: Source, index: int, notices: list[str]) -> float | None:
         """The judge's log-odds that sentence `index` of `source` answers the question (None: not told)."""

@@ -65,19 +65,23 @@ class Fitted:
     # first papers of a question that names none are ordered (`AnswerEngine.gather`): written by the
     # evaluation's fit_reading.py to assistant/data/reading.json. 0 orders by retrieval alone.
     reading_weight: float = 0.0
+    # The model's least log-odds that the paper read first is about a which-paper question for that paper
+    # to be the answer when the draft failed (`AnswerEngine._unanswered`); fitted by the same script.
+    # None: no such rescue.
+    which_paper_odds: float | None = None
 
     @classmethod
     def load(cls, path: Path = DATA / "decision.json", reading: Path = DATA / "reading.json") -> Fitted:
         """The fitted rules and thresholds (written by the evaluation's fit_decision.py and fit_reading.py)."""
         data = json.loads(path.read_text(encoding="utf-8"))
-        weight = float(json.loads(reading.read_text(encoding="utf-8"))["weight"])
+        read = json.loads(reading.read_text(encoding="utf-8"))
 
         def rule(part: dict[str, Any]) -> Rule:
             return Rule(tuple(part["features"]), tuple(part["weights"]), float(part["bias"]), float(part["threshold"]))
 
         return cls(rule(data["with_model"]), rule(data["without_model"]), float(data["claim_threshold"]),
                    float(data["sentence_threshold"]), float(data["sentence_rescue_threshold"]), data.get("figures", {}),
-                   weight)
+                   float(read["weight"]), read.get("which_paper_odds"))
 
 
 def log_odds(logprob: float) -> float:

@@ -26,16 +26,21 @@ YES, NO = {"yes": -0.05, "no": -3.5}, {"no": -0.05, "yes": -3.5}
 
 
 def judging_model(*, declines: bool = False, claim_holds: bool = True, says_otherwise: bool = True,
-                  sentence: Callable[[str], bool] = lambda content: False) -> Callable[[list[dict]], dict[str, float]]:
+                  sentence: Callable[[str], bool] = lambda content: False,
+                  about: Callable[[str], bool] | None = None) -> Callable[[list[dict]], dict[str, float]]:
     """`ScriptedLLM.first_tokens` for each kind of judgement: whether the model declines to answer,
-    whether a claim holds (and, if not, whether the abstract says otherwise), whether a sentence answers."""
+    whether a claim holds (and, if not, whether the abstract says otherwise), whether a sentence answers,
+    and (given `about`) whether a paper is about the question."""
     prompts = load_prompts()
     claim = prompts.judge_claim.format(statement="").splitlines()[-1]
     claim_kind = prompts.judge_claim_kind.format(statement="").splitlines()[-1]
     asked_sentence = prompts.judge_sentence.format(question="", sentence="").splitlines()[-1]
+    asked_about = prompts.topic_judge.format(topic="").split("{")[0].split("?")[0].rstrip()
 
     def first_tokens(messages: list[dict]) -> dict[str, float]:
         content = messages[-1]["content"]
+        if about is not None and asked_about in content:
+            return YES if about(content) else NO
         if claim in content:
             return YES if claim_holds else NO
         if claim_kind in content:

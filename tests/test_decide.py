@@ -359,6 +359,23 @@ def test_when_the_model_declines_a_which_paper_question_the_evidence_answers_it(
     assert any("model declined" in notice for notice in answer.notices)
 
 
+def test_a_which_paper_question_the_model_declines_is_answered_by_the_paper_the_model_finds_it_is_about(scripted, scripted_llm):
+    # No sentence is judged to answer "which one?": the paper read first is judged instead.
+    scripted_llm.first_tokens = judging_model(about=lambda content: VEGAS in content)
+    scripted_llm.queue("NOT_IN_SOURCES")
+    answer = scripted.ask("I remember a paper that drafts tokens from part of its own KV cache and checks them. Which one?")
+    assert answer.status == "answered" and answer.text.startswith(f"This looks like {VEGAS} [1]")
+    assert any("Is this paper about" in r["messages"][-1]["content"] and VEGAS in r["messages"][-1]["content"]
+               for r in scripted_llm.judged)
+
+
+def test_a_which_paper_question_the_model_declines_stays_refused_when_the_model_finds_the_paper_is_not_about_it(scripted, scripted_llm):
+    scripted_llm.first_tokens = judging_model(about=lambda content: False)
+    scripted_llm.queue("NOT_IN_SOURCES")
+    answer = scripted.ask("I remember a paper that drafts tokens from part of its own KV cache and checks them. Which one?")
+    assert answer.refused and not answer.text.startswith("This looks like")
+
+
 def test_a_count_answered_without_a_number_is_not_presented_as_an_answer(scripted, scripted_llm):
     scripted_llm.queue(f"{ARM} selects memory slots with a Gumbel-Softmax [1].")
     answer = scripted.ask(f"How many memory slots does {ARM} use?")
