@@ -15,7 +15,7 @@ read first is the answer when the model's log-odds that it is about the question
 of the grid that tells most often, on the project's which-paper questions (unanswerable ones
 included), whether that paper is a gold one (the middle of the best run of the grid).
 
-    .venv/bin/python eval/fit_reading.py             # about 8 minutes with the embedded model, papers kept
+    .venv/bin/python eval/fit_reading.py             # about 20 minutes with the embedded model, papers kept (Intel Xeon)
     .venv/bin/python eval/fit_reading.py --reuse     # refit on the odds of the last run (no model calls)
 """
 
