@@ -35,7 +35,7 @@ def judging_model(*, declines: bool = False, claim_holds: bool = True, says_othe
     claim = prompts.judge_claim.format(statement="").splitlines()[-1]
     claim_kind = prompts.judge_claim_kind.format(statement="").splitlines()[-1]
     asked_sentence = prompts.judge_sentence.format(question="", sentence="").splitlines()[-1]
-    asked_about = prompts.topic_judge.format(topic="").split("{")[0].split("?")[0].rstrip()
+    asked_about = prompts.topic_judge.format(topic="").split("?")[0].rstrip()  # "Is this paper about"
 
     def first_tokens(messages: list[dict]) -> dict[str, float]:
         content = messages[-1]["content"]
