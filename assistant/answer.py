@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,7 +25,7 @@ from . import drafts, replies
 from .chunk import count_tokens
 from .cite import Source, make_citation, verify
 from .config import Settings
-from .decide import ONE_PAPER_KINDS, Decision, first_paper_leads, plan
+from .decide import ONE_PAPER_KINDS, READ_CANDIDATES, Decision, first_paper_leads, plan, reading_order
 from .intent import read_question
 from .slots import focus_sentences
 from .errors import LLMError
@@ -46,17 +46,7 @@ _SENTINEL = re.compile(r"\s*\b" + re.escape(REFUSAL_SENTINEL).replace("_", "[_ ]
 # A question the kind reader finds this likely to be about something else is told so, unless it names a paper.
 OUT_OF_SCOPE = 0.5
 NAMED_CANDIDATES = 12  # papers searched for one a question names (and both sides of a comparison)
-# The first papers of a question that names none, ordered by the model's reading: with five, the same
-# paper comes first for 179 of 180 evaluation questions, for two thirds more time (the evaluation's
-# fit_reading.py).
-READ_CANDIDATES = 3
 _CHINESE_ANSWER = "请用中文回答（保留论文中的名称、数字和术语）。"
-
-
-def reading_order(scores: list[float], odds: list[float], weight: float) -> list[int]:
-    """The first papers' indices, best first, by retrieval score + `weight` x the model's log-odds
-    that the paper is about the question (ties keep retrieval's order)."""
-    return sorted(range(len(scores)), key=lambda i: -(scores[i] + weight * odds[i]))
 
 
 @dataclass(frozen=True)
@@ -75,7 +65,7 @@ class AnswerEngine:
 
     def __init__(self, settings: Settings, retriever: HybridRetriever, *, encode: Callable[[list[str]], np.ndarray],
                  sentences: SentenceBank, prompts: Prompts, prompter: Prompter, judge: Judge, topics: TopicLister,
-                 kinds: KindReader, model: ModelHandle) -> None:
+                 kinds: KindReader, model: ModelHandle, rerank: Callable[[str, Sequence[str]], np.ndarray]) -> None:
         self.settings = settings
         self.retriever = retriever
         self.encode = encode
@@ -86,6 +76,7 @@ class AnswerEngine:
         self.topics = topics
         self.kinds = kinds
         self.model = model
+        self.rerank = rerank  # the cross-encoder: the sentences quoted for a comparison whose draft failed
 
     @property
     def llm(self) -> Any:
@@ -94,10 +85,8 @@ class AnswerEngine:
 
     def warm_up(self) -> None:
         """Start the model and have it read the fixed instructions once (kept in its prompt cache)."""
-        if self.settings.answer_format == "quote_first":
-            system = self.prompts.system_quote_first.format()
-        else:
-            system = self.prompts.system.format(refusal=REFUSAL_SENTINEL)
+        system = (self.prompts.system_quote_first.format() if self.settings.answer_format == "quote_first"
+                  else self.prompts.system.format(refusal=REFUSAL_SENTINEL))
         self.llm.chat([{"role": "system", "content": system}, {"role": "user", "content": "Ready?"}], max_tokens=1)
 
     def keep_paper(self, paper: Paper) -> None:
@@ -149,13 +138,19 @@ class AnswerEngine:
         sentence of its abstract that comes closest, one the judge finds does not answer (a sentence it
         finds does answer is the answer instead). Else: a refusal naming the closest papers, unless the
         closest paper's best sentence is found to answer after all. `likely`: the answer rule found the
-        question answerable and a draft failed; then the two closest sentences are judged, readily.
-        A judgement the model could not make is added to `notices`."""
+        question answerable and a draft failed; then the two closest sentences are judged, readily (and a
+        comparison of two papers quotes each one's closest). A judgement the model could not make is added to `notices`."""
         language = query.language
         if query.kind.p("out_of_scope") >= OUT_OF_SCOPE and (decision is None or not decision.named):
             return replies.out_of_scope(self.prompts, len(self.retriever.papers), language)
         if decision is None:
             return replies.refusal(self.prompts, passages, language)
+        if likely and decision.kind == "comparison" and not decision.named and len(decision.sources) > 1:
+            # No one sentence answers a comparison of two papers, and the draft that set them side by side did
+            # not hold: each side's two sentences the cross-encoder finds answer it best, side by side (they
+            # hold a fact asked for 15 of 24 sides, the two closest by `evidence` for 9: evaluation README).
+            return replies.extractive([(s, np.argsort(-self.rerank(query.english, s.clean_sentences))[:2].tolist())
+                                       for s in decision.sources[:2]], language)
         subject = decision.subject if decision.named or decision.confidence >= self.settings.subject_threshold else None
         source = subject or decision.sources[0]
         candidates = decision.best_sentences(source, 2)
@@ -194,7 +189,7 @@ class AnswerEngine:
             if rescue is None and query.kind.kind == "yes_no" and candidates and decision.action == "answer":
                 rescue = candidates[0].index  # unless the word rules found the question asks what no abstract says
             if rescue is not None:
-                return replies.extractive(source, [rescue], language, query.kind.kind == "which_paper")
+                return replies.extractive([(source, [rescue])], language, query.kind.kind == "which_paper")
         if subject is None:
             return replies.refusal(self.prompts, passages, language)
         # The rule found it not answerable: a sentence the judge finds answers is not quoted as the closest

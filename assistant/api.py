@@ -89,7 +89,7 @@ class Assistant:
         topics = TopicLister(settings, self.retriever, sentences, reranker, prompter, llm.get, encode)
         self.engine = AnswerEngine(settings, self.retriever, encode=encode, sentences=sentences, prompts=prompts,
                                    prompter=prompter, judge=Judge(llm.get, prompts, fitted), topics=topics,
-                                   kinds=kinds, model=llm)
+                                   kinds=kinds, model=llm, rerank=reranker)
         self.tables = TableBuilder(settings, sentences, encode, llm.get, prompts, topics, reranker)
         self.labels = Labeler(labels, prompts.label.format(), prompter.about, llm.get)
         self.warm_error: str | None = None  # why a background warm-up failed, if it did

@@ -82,15 +82,21 @@ def correction(prompts: Prompts, source: Source, index: int, language: str) -> R
                  notice="The model's draft said what the abstract contradicts; the reply quotes the abstract instead.")
 
 
-def extractive(source: Source, indices: list[int], language: str, which_paper: bool) -> Reply:
-    """The abstract's own sentences as the answer (the model declined, or its wording did not hold)."""
-    indices = sorted(indices)
-    body = " ".join(source.clean_sentences[i] for i in indices)
-    title, n = source.paper.called, source.number
-    if _chinese(language):
-        lead = (f"可能是 {title} [{n}]。" if which_paper else f"{title} [{n}] 的摘要原文：")
-    else:
-        lead = f"This looks like {title} [{n}]: " if which_paper else f"The {title} abstract says: "
-    text = f"{lead}\u201c{body}\u201d [{n}]"
-    return Reply(text, "answered", [make_citation(n, source.paper, source.raw_sentences, indices)],
+def extractive(quotes: Sequence[tuple[Source, list[int]]], language: str, which_paper: bool = False) -> Reply:
+    """The abstracts' own sentences as the answer (the model declined, or its wording did not hold): one
+    paper's, or each side's of a comparison, each quoted with its marker."""
+    parts, citations = [], []
+    for source, indices in quotes:
+        indices = sorted(indices)
+        body = source.clean_sentences[indices[0]]
+        for before, i in zip(indices, indices[1:]):  # sentences apart in the abstract stay apart, as in the quote
+            body += (" " if i == before + 1 else " \u2026 ") + source.clean_sentences[i]
+        title, n = source.paper.called, source.number
+        if _chinese(language):
+            lead = (f"可能是 {title} [{n}]。" if which_paper else f"{title} [{n}] 的摘要原文：")
+        else:
+            lead = f"This looks like {title} [{n}]: " if which_paper else f"The {title} abstract says: "
+        parts.append(f"{lead}\u201c{body}\u201d [{n}]")
+        citations.append(make_citation(n, source.paper, source.raw_sentences, indices))
+    return Reply(" ".join(parts), "answered", citations,
                  notice="Answered with the abstract's own sentences: the model declined, or its wording did not hold.")

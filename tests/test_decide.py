@@ -7,6 +7,7 @@ OpenAI-compatible server (the model is a network service), so each case pins one
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -403,6 +404,19 @@ def test_a_comparison_cites_both_papers_even_when_the_draft_cites_one(scripted, 
     answer = scripted.ask(f"What is the difference between {ARM} and {VEGAS} in their use of the KV cache?")
     assert answer.intent == "comparison"
     assert {VEGAS, ARM} <= {c.paper.title for c in answer.citations}
+
+
+def test_a_comparison_whose_draft_fails_quotes_the_closest_sentence_of_each_paper(scripted, scripted_llm):
+    scripted_llm.first_tokens = judging_model(claim_holds=False, says_otherwise=False)
+    scripted_llm.queue(f"{ARM} keeps every entry of the KV cache, while {VEGAS} drops half of it [1].")
+    answer = scripted.ask(f"What is the difference between {ARM} and {VEGAS} in their use of the KV cache?")
+    assert answer.status == "answered" and not answer.refused
+    assert {c.paper.title for c in answer.citations} == {ARM, VEGAS}
+    for citation in answer.citations:
+        assert f"The {citation.paper.called} abstract says: “" in answer.text
+        plain = re.sub(r"[_*]", "", " ".join(citation.quote.split()))  # the quote keeps the abstract's markup
+        assert plain in " ".join(answer.text.split())
+    assert "drops half" not in answer.text, "the claim that did not hold is not shown"
 
 
 def test_a_comparison_reads_only_the_two_papers_it_compares(scripted, scripted_llm):
