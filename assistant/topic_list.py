@@ -12,6 +12,7 @@ question in Chinese has it stated back in Chinese by the model.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from .intent import read_question
 from .types import Citation, Passage
 
 RELATED_MAX = 5
+ODDS_REMEMBERED = 2048  # the model's odds kept by topic and paper (`TopicLister.odds`): a few kilobytes
 # The most characters of the model's Chinese phrase for a topic: a longer reply is not a phrase.
 TOPIC_ZH_CHARS = 30
 # How much of that phrase (its Chinese characters and Latin words) must be the question's own: on 18
@@ -80,6 +82,10 @@ class TopicLister:
         self.llm = llm
         self.encode = encode
         self._likeness: topic_choice.Likeness | None = None
+        # The model's odds already asked, by topic and paper: a question's reading (`AnswerEngine.gather`)
+        # asks what its fallback may ask again (`AnswerEngine._is_about`), and a topic asked again is read again.
+        self._odds: dict[tuple[str, str], float | None] = {}
+        self._odds_lock = threading.Lock()
 
     def odds(self, topic: str, passage: Passage, kept_only: bool = False) -> float | None:
         """The model's log-odds that `passage`'s paper is about `topic` ("yes" against "no"), asked
@@ -87,9 +93,18 @@ class TopicLister:
         no log-probabilities, or with `kept_only` when the embedded model has not kept the paper."""
         if kept_only and self.prompter.kept(passage.paper) is False:
             return None
+        key = (topic, passage.paper.id)
+        with self._odds_lock:
+            if key in self._odds:
+                return self._odds[key]
         question = self.prompter.prompts.topic_judge.format(topic=topic)
         logprobs = self.llm().choice_logprobs(self.prompter.about(passage.paper)(question), ["yes", "no"])
-        return None if logprobs is None else logprobs["yes"] - logprobs["no"]
+        found = None if logprobs is None else logprobs["yes"] - logprobs["no"]
+        with self._odds_lock:
+            if len(self._odds) >= ODDS_REMEMBERED:
+                self._odds.pop(next(iter(self._odds)))  # the oldest
+            self._odds[key] = found
+        return found
 
     def judge(self, topic: str, notices: list[str]) -> topic_choice.Judge | None:
         """`odds` for `topic` as `topic_choice.on_topic` asks it (papers the model has kept only), or

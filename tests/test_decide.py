@@ -370,6 +370,17 @@ def test_a_which_paper_question_the_model_declines_is_answered_by_the_paper_the_
                for r in scripted_llm.judged)
 
 
+def test_the_model_is_asked_once_whether_a_paper_is_about_a_question(scripted, scripted_llm):
+    # The reading that orders a question's first papers and the fallback of its failed draft ask the same.
+    scripted_llm.first_tokens = judging_model(about=lambda content: True)
+    (vegas,) = [p for p in scripted.by_id.values() if p.title == VEGAS]
+    passage = Passage(paper=vegas, text=vegas.text, score=1.0)
+    first = scripted.engine.topics.odds("drafting tokens from part of the KV cache", passage)
+    again = scripted.engine.topics.odds("drafting tokens from part of the KV cache", passage)
+    asked = [r for r in scripted_llm.judged if "Is this paper about" in r["messages"][-1]["content"]]
+    assert first == again and first > 0 and len(asked) == 1
+
+
 def test_a_which_paper_question_the_model_declines_stays_refused_when_the_model_finds_the_paper_is_not_about_it(scripted, scripted_llm):
     scripted_llm.first_tokens = judging_model(about=lambda content: False)
     scripted_llm.queue("NOT_IN_SOURCES")
