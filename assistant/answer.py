@@ -138,17 +138,20 @@ class AnswerEngine:
         sentence of its abstract that comes closest, one the judge finds does not answer (a sentence it
         finds does answer is the answer instead). Else: a refusal naming the closest papers, unless the
         closest paper's best sentence is found to answer after all. `likely`: the answer rule found the
-        question answerable and a draft failed; then the two closest sentences are judged, readily (and a
-        comparison of two papers quotes each one's closest). A judgement the model could not make is added to `notices`."""
+        question answerable and a draft failed; then the two closest sentences are judged, readily (a
+        comparison of two papers quotes each side's best two instead). A judgement the model could not
+        make is added to `notices`."""
         language = query.language
         if query.kind.p("out_of_scope") >= OUT_OF_SCOPE and (decision is None or not decision.named):
             return replies.out_of_scope(self.prompts, len(self.retriever.papers), language)
         if decision is None:
             return replies.refusal(self.prompts, passages, language)
-        if likely and decision.kind == "comparison" and not decision.named and len(decision.sources) > 1:
+        if likely and decision.kind == "comparison" and decision.action == "answer" and not decision.named \
+                and len(decision.sources) > 1:
             # No one sentence answers a comparison of two papers, and the draft that set them side by side did
             # not hold: each side's two sentences the cross-encoder finds answer it best, side by side (they
-            # hold a fact asked for 15 of 24 sides, the two closest by `evidence` for 9: evaluation README).
+            # hold a fact asked for 15 of 24 sides, the two closest by `evidence` for 9: evaluation README);
+            # unless the word rules found it asks what the abstracts never mention.
             return replies.extractive([(s, np.argsort(-self.rerank(query.english, s.clean_sentences))[:2].tolist())
                                        for s in decision.sources[:2]], language)
         subject = decision.subject if decision.named or decision.confidence >= self.settings.subject_threshold else None

@@ -98,12 +98,17 @@ def question_names(question: str) -> list[str]:
 _COMMON_CAPITALISED = frozenset({"i", "english", "chinese", "please", "thanks", "ok", "ai", "llm", "llms", "gpu", "gpus"})
 
 
-def mentioned(term: str, haystack: str) -> bool:
-    """Whether a name or number appears in `haystack` (lower-case text), acronyms spelled out too."""
+def written(term: str, haystack: str) -> bool:
+    """Whether a name or number appears in `haystack` (lower-case text) as the question writes it."""
     if any(c.isdigit() for c in term) and not any(c.isalpha() for c in term):
         return has_number(haystack, term)
     lowered = term.lower().replace("^", "")
-    if lowered in haystack or lowered.rstrip("s") in haystack:
+    return lowered in haystack or lowered.rstrip("s") in haystack
+
+
+def mentioned(term: str, haystack: str) -> bool:
+    """Whether a name or number appears in `haystack` (lower-case text), acronyms spelled out too."""
+    if written(term, haystack):
         return True
     letters = term[:-1] if term.endswith("s") and term[:-1].isupper() else term
     if letters.isupper() and 2 <= len(letters) <= 6:  # "LLM" -> "large language models"
@@ -152,7 +157,9 @@ def named_papers(question: str, passages: Sequence[Passage]) -> list[Passage]:
         for name in names:
             if generic(name):
                 continue  # "GPU", "LLM": common to many abstracts, they name no paper
-            holders = [pid for pid, text in texts.items() if mentioned(name, text)]
+            # As written: an acronym spelled out as any words with its initials names no paper ("RLHF"
+            # found in "resolution, local heterogeneous features", "DPO" in "dimensional problem of").
+            holders = [pid for pid, text in texts.items() if written(name, text)]
             if passage.paper.id in holders and len(holders) == 1:
                 score += 1  # a name only this abstract uses
         if score:

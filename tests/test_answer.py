@@ -20,7 +20,7 @@ from assistant import Answer, Assistant
 from assistant.types import Evidence, Paper, Passage
 from assistant.chunk import count_tokens
 from assistant.errors import QuestionError
-from assistant.wording import unknown_specifics
+from assistant.wording import named_papers, unknown_specifics
 
 from fakes import NO, YES
 from support import (
@@ -339,6 +339,17 @@ def test_names_the_abstract_spells_out_are_not_unknown():
     text = ["We benchmark large language models with Synchronized Successive Rejects on 15 benchmarks."]
     assert unknown_specifics("Which LLM wins on 15 benchmarks?", text) == []
     assert unknown_specifics("How does it compare with SGLang on 16 benchmarks?", text) == ["SGLang", "16"]
+
+
+def test_an_acronym_names_a_paper_only_as_written_not_spelled_out_by_chance():
+    def passage(number: int, text: str) -> Passage:
+        paper = Paper(id=f"p{number}", source="papers.txt", ordinal=number, title=f"Paper {number}", abstract=text, text=text)
+        return Passage(paper=paper, text=text, score=1.0)
+
+    camp = passage(1, "We propose CAMP, a preference alignment method.")
+    physics = passage(2, "APT adapts to resolution local heterogeneous features over long horizons.")
+    assert named_papers("Is CAMP built on DPO or on PPO-based RLHF?", [camp, physics]) == [camp]
+    assert unknown_specifics("Does APT use RLHF?", [physics.paper.text]) == [], "spelled out, it is still mentioned"
 
 
 def test_warm_with_another_backend_says_nothing_is_kept_and_asks_it_only_for_labels(own_index, scripted_llm):

@@ -430,6 +430,13 @@ def test_a_comparison_whose_draft_fails_quotes_the_closest_sentence_of_each_pape
     assert "drops half" not in answer.text, "the claim that did not hold is not shown"
 
 
+def test_a_comparison_of_what_neither_abstract_mentions_is_not_answered_by_quoting_both(scripted, scripted_llm):
+    scripted_llm.first_tokens = judging_model(claim_holds=False, says_otherwise=False)
+    scripted_llm.queue(f"{ARM} runs on SGLang, while {VEGAS} runs on TensorRT-LLM [1].")
+    answer = scripted.ask(f"How do {ARM} and {VEGAS} differ in how they run on SGLang and TensorRT-LLM?")
+    assert answer.refused and "abstract says" not in answer.text
+
+
 def test_a_comparison_reads_only_the_two_papers_it_compares(scripted, scripted_llm):
     scripted_llm.queue(f"{ISA} skips attention by its own rule [1], while {ECHO_ATTENTION} reuses similar frame blocks [2].")
     scripted.ask(f"Compare {ISA} and {ECHO_ATTENTION}: how does each decide which attention to skip?")
