@@ -13,7 +13,6 @@ is corrected with the abstract's own words.
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -115,23 +114,22 @@ class AnswerEngine:
     def _answering(self, query: Query, source: Source, candidates: list[ScoredSentence],
                    likely: bool) -> tuple[int | None, int | None]:
         """Of `candidates` (sentences of `source`, best first): the first the judge finds answers the
-        question (either None; `likely`: see `Judge.takes`), where that is the answer
-        (`likely`) the last judged; and of those it finds do not, the one it is surest of. A sentence just
-        short of the threshold may answer after all: quoted as "the closest it comes" it would contradict
-        the reply (outside xh012, a near miss quoting "… trained on SegFormer and U-Net" at odds 1.35 with
-        the threshold 1.349). A backend without log-probabilities cannot judge: no sentence is taken to
-        answer (similarity alone does not tell an answering sentence from a near miss's)."""
+        question and the first it finds does not (either None; `likely`: see `Judge.sentence_answers`).
+        It stops at the first that answers where that is the answer (`likely`), else at the first that
+        does not. A backend without log-probabilities cannot judge: no sentence is taken to answer
+        (similarity alone does not tell an answering sentence from a near miss's)."""
         ask = self.prompter.about(source.paper)
         answering = not_answering = None
-        surest = math.inf
         for sentence in candidates:
-            odds = self.judge.sentence_odds(query.prompt, sentence.clean, ask)
-            if self.judge.takes(odds, likely):
-                answering = sentence.index if answering is None else answering
+            found = self.judge.sentence_answers(query.prompt, sentence.clean, ask, likely)
+            if found and answering is None:
+                answering = sentence.index
                 if likely:
                     break
-            elif not_answering is None or (odds is not None and odds < surest):
-                not_answering, surest = sentence.index, math.inf if odds is None else odds
+            elif not found and not_answering is None:
+                not_answering = sentence.index
+                if not likely:
+                    break
         return answering, not_answering
 
     def _unanswered(self, query: Query, passages: list[Passage], decision: Decision | None, notices: list[str],

@@ -145,10 +145,12 @@ class Judge:
         """The model's log-odds that `sentence` of the abstract answers `question` (None: no log-probabilities)."""
         return self._yes_odds(with_abstract(self.prompts.judge_sentence.format(question=question, sentence=sentence)))
 
-    def takes(self, odds: float | None, likely: bool = False) -> bool | None:
-        """Whether a sentence the model gives `odds` (`sentence_odds`) answers the question (None where the
-        backend cannot tell). `likely`: the answer rule found the question answerable (a draft then failed),
-        so a sentence is taken to answer more readily (`sentence_rescue_threshold`)."""
+    def sentence_answers(self, question: str, sentence: str, with_abstract: Callable[[str], Messages],
+                         likely: bool = False) -> bool | None:
+        """Whether `sentence` of the abstract answers `question` (None where the backend cannot tell).
+        `likely`: the answer rule found the question answerable (a draft then failed), so a sentence
+        is taken to answer more readily (`sentence_rescue_threshold`)."""
+        odds = self.sentence_odds(question, sentence, with_abstract)
         if odds is None:
             return None
         return odds >= (self.fitted.sentence_rescue_threshold if likely else self.fitted.sentence_threshold)

@@ -7,8 +7,6 @@ application makes of it; the embedded model's own judgements are checked end to 
 
 from __future__ import annotations
 
-import re
-
 from assistant.judge import DECISION_FEATURES, Fitted
 from support import VEGAS
 from fakes import ScriptedLLM, judging_model
@@ -69,25 +67,6 @@ def test_a_near_miss_quotes_the_closest_sentence_the_judge_finds_does_not_answer
     assert answer.refused and answer.text.startswith(f"The {VEGAS} abstract [1] does not answer that question.")
     (citation,) = answer.citations
     assert citation.paper.title == VEGAS and f"“{' '.join(citation.quote.split())}”" in " ".join(answer.text.split())
-
-
-def test_a_near_miss_quotes_the_sentence_the_judge_is_surest_does_not_answer(scripted, scripted_llm):
-    # Both closest sentences are judged not to answer; the first only just (it may answer after all).
-    judged: list[str] = []
-    others = judging_model()
-
-    def first_tokens(messages: list[dict]) -> dict[str, float]:
-        content = messages[-1]["content"]
-        if "Does this sentence of source [1] answer the question?" not in content:
-            return others(messages)
-        judged.append(re.search(r'Sentence: "(.*)"', content).group(1))
-        return {"yes": -0.9, "no": -0.5} if len(judged) == 1 else {"no": -0.05, "yes": -3.5}
-
-    scripted_llm.first_tokens = first_tokens
-    scripted_llm.queue("NOT_IN_SOURCES")
-    answer = scripted.ask(f"Which learning rate schedule did {VEGAS} use while drafting?")
-    assert answer.refused and len(judged) == 2
-    assert f"“{judged[1]}”" in answer.text and judged[0] not in answer.text
 
 
 def test_a_refusal_in_reply_to_a_chinese_question_is_written_in_chinese(scripted, scripted_llm):
