@@ -83,7 +83,7 @@ class TopicLister:
         self.encode = encode
         self._likeness: topic_choice.Likeness | None = None
         # The model's odds already asked, by topic and paper: a question's reading (`AnswerEngine.gather`)
-        # asks what its fallback may ask again (`AnswerEngine._is_about`), and a topic asked again is read again.
+        # asks what its fallback may ask again (`AnswerEngine._is_about`), as does a topic asked again.
         self._odds: dict[tuple[str, str], float | None] = {}
         self._odds_lock = threading.Lock()
 

@@ -35,8 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 import assistant  # noqa: E402,F401  (offline environment first)
 from assistant import api  # noqa: E402
-from assistant.decide import READ_CANDIDATES, reading_order  # noqa: E402
-from assistant.decide import ONE_PAPER_KINDS, first_paper_leads  # noqa: E402
+from assistant.decide import ONE_PAPER_KINDS, READ_CANDIDATES, first_paper_leads, reading_order  # noqa: E402
 from assistant.evaluation.dataset import load_questions, paper_key  # noqa: E402
 from assistant.config import Settings  # noqa: E402
 from assistant.kinds import DATA  # noqa: E402
