@@ -409,14 +409,19 @@ class AnswerEngine:
             statement = drafts.claims_of(verified.text, citation.marker)
             if not statement or drafts.copied(statement, by_number[citation.marker].clean_sentences):
                 continue
-            check = self.judge.claim(statement, self.prompter.about(citation.paper))
-            if check.holds:
-                continue
-            notices.append(f"The draft said what the {citation.paper.called} abstract "
-                           f"{'contradicts' if check.verdict == 'false' else 'does not say'}: \u201c{statement}\u201d")
             source = by_number[citation.marker]
+            # A claim the draft gives a reason for that no sentence of the abstract close to it states: a premise.
+            premise = next((c for c in drafts.explained(statement) if not self.judge.premise_holds(
+                c, self.sentences.get(source.paper), self.encode([c])[0], self.prompter.about(source.paper))), None)
+            check = None if premise else self.judge.claim(statement, self.prompter.about(citation.paper))
+            if check and check.holds:
+                continue
+            said = "contradicts" if check and check.verdict == "false" else "does not say"
+            notices.append(f"The draft said what the {citation.paper.called} abstract {said}: \u201c{premise or statement}\u201d")
             best = decision.best_sentences(source, 1)
-            if check.verdict == "false" and best:
+            # A premise the abstract does not state is corrected too: the reason the draft gave for it would be
+            # read as confirming it, and "does not answer" would leave it standing.
+            if (premise or check.verdict == "false") and best:
                 return replies.correction(self.prompts, source, best[0].index, query.language)
             return self._unanswered(query, passages, decision, notices, likely=True)
         citations = verified.citations

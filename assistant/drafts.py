@@ -11,7 +11,7 @@ from .cite import make_citation
 from .decide import Decision
 from .query import Query
 from .replies import Reply
-from .text import SPACED_MARKER, marker_numbers
+from .text import SPACED_MARKER, has_cjk, marker_numbers
 from .types import Citation
 from .wording import STOPWORDS, generic, question_names
 
@@ -51,6 +51,24 @@ def claims_of(text: str, marker: int) -> str:
     sentences = re.split(r"(?<=[.!?。！？])\s+", text)
     own = [s for s in sentences if any(marker in marker_numbers(m) for m in SPACED_MARKER.findall(s))]
     return " ".join(SPACED_MARKER.sub("", s).strip() for s in own).strip()
+
+
+# A reason given for a claim: "A because B", "A, since B", "A，因为B".
+_REASON = re.compile(r",?\s+(?:because|since|due to|owing to)\s+|[，,]?\s*因为", re.IGNORECASE)
+
+
+def explained(statement: str) -> list[str]:
+    """The claims a statement gives a reason for: "A" of "A because B". The model judges a statement
+    by its surest part, so a why-question's false premise restated as the draft's A ("X loses accuracy
+    on the large benchmark because it prunes more weights … while keeping accuracy") holds with its
+    true reason; judged alone it does not."""
+    claims = []
+    for sentence in re.split(r"(?<=[.!?。！？])\s+", statement):
+        parts = _REASON.split(sentence, maxsplit=1)
+        claim = parts[0].strip(" ,，")
+        if len(parts) == 2 and (len(claim.split()) >= 3 or (has_cjk(claim) and len(claim) >= 6)):
+            claims.append(claim)
+    return claims
 
 
 def cite_both_sides(reply: Reply, decision: Decision) -> Reply:

@@ -10,6 +10,11 @@
 - Does a claim of the answer hold? The model is asked whether the statement is true according to the
   paper's abstract (the abstract is the start of the paper's kept prompt, so only the statement is
   read); below the fitted threshold it is asked whether the abstract says the opposite or nothing.
+- Does the claim a draft gives a reason for hold ("A" of "A because B": a why-question's premise)? The
+  model is asked, of each of the abstract's sentences closest to it, whether the claim is true according
+  to that sentence; it holds when one of them is found to say so, by the threshold `fit_premise.py` fits on
+  why-questions with true and false premises (`assistant/data/premise.json`). Judged against the whole
+  abstract, a restated premise in the paper's words passes whether true or not.
 - Does a sentence answer the question? Asked the same way, of one sentence, before a reply quotes it
   as what the abstract says instead of an answer.
 """
@@ -25,6 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .evidence import Sentences
 from .kinds import DATA
 from .prompts import REFUSAL_SENTINEL, Prompts
 
@@ -32,6 +38,7 @@ from .prompts import REFUSAL_SENTINEL, Prompts
 DECISION_FEATURES = ("model declines", "rules: answer", "rules: near miss", "best sentence similarity", "paper named",
                      "p(yes_no)", "p(summary)", "p(out_of_scope)", "top dense score")
 ODDS_CLIP = 10.0  # log-odds beyond this say no more
+PREMISE_SENTENCES = 3  # the abstract's sentences closest to a premise that it is judged against (as fitted)
 Messages = list[dict[str, str]]
 Verdict = Literal["true", "false", "unknown"]
 
@@ -69,19 +76,26 @@ class Fitted:
     # to be the answer when the draft failed (`AnswerEngine._unanswered`); fitted by the same script.
     # None: no such rescue.
     which_paper_odds: float | None = None
+    # The least log-odds that a claim the draft gives a reason for is true according to one of the
+    # abstract's sentences closest to it (`Judge.premise_odds`): written by the evaluation's fit_premise.py
+    # to assistant/data/premise.json.
+    premise_threshold: float = 0.0
 
     @classmethod
-    def load(cls, path: Path = DATA / "decision.json", reading: Path = DATA / "reading.json") -> Fitted:
-        """The fitted rules and thresholds (written by the evaluation's fit_decision.py and fit_reading.py)."""
+    def load(cls, path: Path = DATA / "decision.json", reading: Path = DATA / "reading.json",
+             premise: Path = DATA / "premise.json") -> Fitted:
+        """The fitted rules and thresholds (written by the evaluation's fit_decision.py, fit_reading.py and
+        fit_premise.py)."""
         data = json.loads(path.read_text(encoding="utf-8"))
         read = json.loads(reading.read_text(encoding="utf-8"))
+        premise_threshold = float(json.loads(premise.read_text(encoding="utf-8"))["threshold"])
 
         def rule(part: dict[str, Any]) -> Rule:
             return Rule(tuple(part["features"]), tuple(part["weights"]), float(part["bias"]), float(part["threshold"]))
 
         return cls(rule(data["with_model"]), rule(data["without_model"]), float(data["claim_threshold"]),
                    float(data["sentence_threshold"]), float(data["sentence_rescue_threshold"]), data.get("figures", {}),
-                   float(read["weight"]), read.get("which_paper_odds"))
+                   float(read["weight"]), read.get("which_paper_odds"), premise_threshold)
 
 
 def log_odds(logprob: float) -> float:
@@ -140,6 +154,23 @@ class Judge:
             with_abstract(self.prompts.judge_claim_kind.format(statement=statement)), ["false", "unknown"])
         verdict: Verdict = "false" if found and found["false"] > found["unknown"] else "unknown"
         return ClaimCheck(odds, False, verdict)
+
+    def premise_odds(self, statement: str, sentences: Sentences, vector: np.ndarray,
+                     with_abstract: Callable[[str], Messages]) -> float | None:
+        """The model's highest log-odds that `statement` (embedded as `vector`) is true according to one of
+        the abstract's sentences closest to it (None: no log-probabilities)."""
+        closest = np.argsort(-(sentences.vectors @ vector))[:PREMISE_SENTENCES]
+        found = [self._yes_odds(with_abstract(self.prompts.judge_premise.format(sentence=sentences.clean[i],
+                                                                               statement=statement)))
+                 for i in closest]
+        return None if not found or None in found else max(found)
+
+    def premise_holds(self, statement: str, sentences: Sentences, vector: np.ndarray,
+                      with_abstract: Callable[[str], Messages]) -> bool:
+        """Whether a claim the draft gives a reason for is stated by the abstract, by the fitted threshold;
+        taken to hold where the backend gives no log-probabilities."""
+        odds = self.premise_odds(statement, sentences, vector, with_abstract)
+        return odds is None or odds >= self.fitted.premise_threshold
 
     def sentence_odds(self, question: str, sentence: str, with_abstract: Callable[[str], Messages]) -> float | None:
         """The model's log-odds that `sentence` of the abstract answers `question` (None: no log-probabilities)."""

@@ -31,6 +31,7 @@ EXPECTED = {
     "judge_claim.txt": {"statement"},
     "judge_claim_kind.txt": {"statement"},
     "judge_sentence.txt": {"question", "sentence"},
+    "judge_premise.txt": {"sentence", "statement"},
     "refusal_zh.txt": {"closest"},
     "near_miss.txt": {"title", "marker", "quote"},
     "near_miss_zh.txt": {"title", "marker", "quote"},
@@ -57,6 +58,7 @@ class Prompts:
     judge_claim: PromptTemplate
     judge_claim_kind: PromptTemplate
     judge_sentence: PromptTemplate
+    judge_premise: PromptTemplate
     refusal_zh: PromptTemplate
     near_miss: PromptTemplate
     near_miss_zh: PromptTemplate

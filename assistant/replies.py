@@ -79,7 +79,7 @@ def correction(prompts: Prompts, source: Source, index: int, language: str) -> R
     template = prompts.correction_zh if _chinese(language) else prompts.correction
     text = template.format(title=source.paper.called, marker=source.number, quote=source.clean_sentences[index])
     return Reply(text, "answered", [make_citation(source.number, source.paper, source.raw_sentences, [index])],
-                 notice="The model's draft said what the abstract contradicts; the reply quotes the abstract instead.")
+                 notice="The model's draft said what the abstract does not support; the reply quotes the abstract instead.")
 
 
 def extractive(quotes: Sequence[tuple[Source, list[int]]], language: str, which_paper: bool = False) -> Reply:

@@ -25,15 +25,17 @@ from assistant.prompts import load_prompts
 YES, NO = {"yes": -0.05, "no": -3.5}, {"no": -0.05, "yes": -3.5}
 
 
-def judging_model(*, declines: bool = False, claim_holds: bool = True, says_otherwise: bool = True,
+def judging_model(*, declines: bool = False, claim_holds: bool = True, says_otherwise: bool = True, premise_holds: bool = True,
                   sentence: Callable[[str], bool] = lambda content: False,
                   about: Callable[[str], bool] | None = None) -> Callable[[list[dict]], dict[str, float]]:
     """`ScriptedLLM.first_tokens` for each kind of judgement: whether the model declines to answer,
-    whether a claim holds (and, if not, whether the abstract says otherwise), whether a sentence answers,
+    whether a claim holds (and, if not, whether the abstract says otherwise), whether a sentence of the
+    abstract states a claim the draft gives a reason for (`premise_holds`), whether a sentence answers,
     and (given `about`) whether a paper is about the question."""
     prompts = load_prompts()
     claim = prompts.judge_claim.format(statement="").splitlines()[-1]
     claim_kind = prompts.judge_claim_kind.format(statement="").splitlines()[-1]
+    asked_premise = prompts.judge_premise.format(sentence="", statement="").splitlines()[-1]
     asked_sentence = prompts.judge_sentence.format(question="", sentence="").splitlines()[-1]
     asked_about = prompts.topic_judge.format(topic="").split("?")[0].rstrip()  # "Is this paper about"
 
@@ -43,6 +45,8 @@ def judging_model(*, declines: bool = False, claim_holds: bool = True, says_othe
             return YES if about(content) else NO
         if claim in content:
             return YES if claim_holds else NO
+        if asked_premise in content:
+            return YES if premise_holds else NO
         if claim_kind in content:
             return {"false": -0.05, "unknown": -3.0} if says_otherwise else {"unknown": -0.05, "false": -3.0}
         if asked_sentence in content:

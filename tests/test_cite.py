@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from assistant.cite import Source, has_number, numbers_in, sentence_pairs, split_answer, verify
-from assistant.drafts import copied
+from assistant.drafts import copied, explained
 from support import ISA, UPIPE, VEGAS, corpus_papers
 
 THRESHOLD = 0.55
@@ -136,3 +136,11 @@ def test_words_gathered_from_several_sentences_are_a_new_claim_to_judge(papers):
     statement = f"{UPIPE} reaches a training throughput of 25%."
     assert all(w in papers[UPIPE].text.lower() for w in ("upipe", "training", "throughput", "25%"))
     assert not copied(statement, clean)
+
+
+def test_the_claim_a_draft_gives_a_reason_for_is_a_claim_of_its_own() -> None:
+    statement = "The pruned model loses accuracy on the large benchmark because it drops more weights. It is fast."
+    assert explained(statement) == ["The pruned model loses accuracy on the large benchmark"]
+    assert explained("UPipe is slower, since chunking adds passes.") == ["UPipe is slower"]
+    assert explained("Vegas 的解码速度比 vLLM 慢，因为草稿需要额外计算。") == ["Vegas 的解码速度比 vLLM 慢"]
+    assert explained("UPipe trains 8B models on one node.") == []

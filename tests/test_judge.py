@@ -7,7 +7,10 @@ application makes of it; the embedded model's own judgements are checked end to 
 
 from __future__ import annotations
 
+import json
+
 from assistant.judge import DECISION_FEATURES, Fitted
+from assistant.kinds import DATA
 from support import VEGAS
 from fakes import ScriptedLLM, judging_model
 
@@ -21,6 +24,8 @@ def test_the_fitted_rules_load_with_every_feature_and_their_figures_on_questions
     assert fitted.with_model.features == DECISION_FEATURES
     assert fitted.without_model.features == DECISION_FEATURES[1:]
     assert {"own", "heldout", "external"} <= set(fitted.figures["answer_rule"])
+    premise = json.loads((DATA / "premise.json").read_text(encoding="utf-8"))
+    assert fitted.premise_threshold == premise["threshold"] and set(premise["figures"]) == {"fit", "check"}
 
 
 def test_a_question_about_something_outside_the_collection_is_told_so_and_nothing_is_written(scripted, scripted_llm):
@@ -39,6 +44,24 @@ def test_a_draft_the_abstract_contradicts_is_corrected_with_the_abstracts_own_wo
     (citation,) = answer.citations
     assert citation.paper.title == VEGAS and citation.quote in citation.paper.abstract
     assert "slowly" not in answer.text, "the contradicted claim is not shown as the answer"
+
+
+def test_a_premise_the_draft_gives_a_reason_for_is_corrected_when_no_sentence_of_the_abstract_states_it(
+        scripted, scripted_llm):
+    # The whole draft would hold by its reason; its premise, judged against the abstract's sentences, does not.
+    scripted_llm.first_tokens = judging_model(claim_holds=True, premise_holds=False)
+    scripted_llm.queue(f"{VEGAS} decodes more slowly than default vLLM because drafting adds work [1].")
+    answer = scripted.ask(f"Why does {VEGAS} decode more slowly than vLLM?")
+    assert answer.text.startswith(f"The {VEGAS} abstract [1] does not support that.")
+    assert "slowly" not in answer.text
+    assert any(n.endswith(f"does not say: \u201c{VEGAS} decodes more slowly than default vLLM\u201d") for n in answer.notices)
+
+
+def test_a_draft_whose_premise_a_sentence_states_is_the_answer(scripted, scripted_llm):
+    scripted_llm.first_tokens = judging_model(claim_holds=True, premise_holds=True)
+    scripted_llm.queue(f"{VEGAS} decodes faster than default vLLM because it drafts with sparse attention [1].")
+    answer = scripted.ask(f"Why does {VEGAS} decode faster than vLLM?")
+    assert answer.status == "answered" and answer.text.startswith(f"{VEGAS} decodes faster")
 
 
 def test_a_draft_the_abstract_does_not_state_becomes_a_near_miss(scripted, scripted_llm):
