@@ -53,8 +53,8 @@ def claims_of(text: str, marker: int) -> str:
     return " ".join(SPACED_MARKER.sub("", s).strip() for s in own).strip()
 
 
-# A reason given for a claim: "A because B", "A, since B", "A，因为B".
-_REASON = re.compile(r",?\s+(?:because|since|due to|owing to)\s+|[，,]?\s*因为", re.IGNORECASE)
+# A reason given for a claim: "A because B", "A, since B", "A，因为B" (not the "since" of a date: "since 2019").
+_REASON = re.compile(r",?\s+(?:because|since(?!\s+\d)|due to|owing to)\s+|[，,]?\s*因为", re.IGNORECASE)
 
 
 def explained(statement: str) -> list[str]:

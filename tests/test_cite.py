@@ -144,3 +144,4 @@ def test_the_claim_a_draft_gives_a_reason_for_is_a_claim_of_its_own() -> None:
     assert explained("UPipe is slower, since chunking adds passes.") == ["UPipe is slower"]
     assert explained("Vegas 的解码速度比 vLLM 慢，因为草稿需要额外计算。") == ["Vegas 的解码速度比 vLLM 慢"]
     assert explained("UPipe trains 8B models on one node.") == []
+    assert explained("Context parallelism has been studied since 2019 by many groups.") == []
