@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -155,22 +155,33 @@ class Judge:
         verdict: Verdict = "false" if found and found["false"] > found["unknown"] else "unknown"
         return ClaimCheck(odds, False, verdict)
 
+    def _premise_each(self, statement: str, sentences: Sentences, vector: np.ndarray,
+                      with_abstract: Callable[[str], Messages]) -> Iterator[float | None]:
+        """The model's log-odds that `statement` (embedded as `vector`) is true according to each of the
+        abstract's sentences closest to it, closest first (None: no log-probabilities)."""
+        for i in np.argsort(-(sentences.vectors @ vector))[:PREMISE_SENTENCES]:
+            yield self._yes_odds(with_abstract(self.prompts.judge_premise.format(sentence=sentences.clean[i],
+                                                                                statement=statement)))
+
     def premise_odds(self, statement: str, sentences: Sentences, vector: np.ndarray,
                      with_abstract: Callable[[str], Messages]) -> float | None:
-        """The model's highest log-odds that `statement` (embedded as `vector`) is true according to one of
-        the abstract's sentences closest to it (None: no log-probabilities)."""
-        closest = np.argsort(-(sentences.vectors @ vector))[:PREMISE_SENTENCES]
-        found = [self._yes_odds(with_abstract(self.prompts.judge_premise.format(sentence=sentences.clean[i],
-                                                                               statement=statement)))
-                 for i in closest]
+        """The model's highest log-odds that `statement` is true according to one of the abstract's sentences
+        closest to it (None: no log-probabilities)."""
+        found = list(self._premise_each(statement, sentences, vector, with_abstract))
         return None if not found or None in found else max(found)
 
     def premise_holds(self, statement: str, sentences: Sentences, vector: np.ndarray,
                       with_abstract: Callable[[str], Messages]) -> bool:
-        """Whether a claim the draft gives a reason for is stated by the abstract, by the fitted threshold;
-        taken to hold where the backend gives no log-probabilities."""
-        odds = self.premise_odds(statement, sentences, vector, with_abstract)
-        return odds is None or odds >= self.fitted.premise_threshold
+        """Whether a claim the draft gives a reason for is stated by the abstract: one of its closest
+        sentences reaches the fitted threshold (`premise_odds` >= it, asked only until one does: a true
+        premise is most often stated by the closest sentence, and each asking costs a model call); taken to
+        hold where the backend gives no log-probabilities."""
+        judged = False
+        for odds in self._premise_each(statement, sentences, vector, with_abstract):
+            if odds is None or odds >= self.fitted.premise_threshold:
+                return True
+            judged = True
+        return not judged
 
     def sentence_odds(self, question: str, sentence: str, with_abstract: Callable[[str], Messages]) -> float | None:
         """The model's log-odds that `sentence` of the abstract answers `question` (None: no log-probabilities)."""

@@ -11,6 +11,7 @@ import json
 
 from assistant.judge import DECISION_FEATURES, Fitted
 from assistant.kinds import DATA
+from assistant.prompts import load_prompts
 from support import VEGAS
 from fakes import ScriptedLLM, judging_model
 
@@ -62,6 +63,21 @@ def test_a_draft_whose_premise_a_sentence_states_is_the_answer(scripted, scripte
     scripted_llm.queue(f"{VEGAS} decodes faster than default vLLM because it drafts with sparse attention [1].")
     answer = scripted.ask(f"Why does {VEGAS} decode faster than vLLM?")
     assert answer.status == "answered" and answer.text.startswith(f"{VEGAS} decodes faster")
+
+
+def test_a_premise_the_closest_sentence_states_costs_one_judgement_and_one_the_abstract_lacks_three(
+        scripted, scripted_llm):
+    asked = load_prompts().judge_premise.format(sentence="", statement="").splitlines()[-1]
+
+    def premise_calls() -> int:
+        return sum(asked in m["content"] for r in scripted_llm.judged for m in r["messages"])
+
+    for holds, calls in ((True, 1), (False, 3)):
+        scripted_llm.judged.clear()
+        scripted_llm.first_tokens = judging_model(claim_holds=True, premise_holds=holds)
+        scripted_llm.queue(f"{VEGAS} decodes faster than default vLLM because it drafts with sparse attention [1].")
+        scripted.ask(f"Why does {VEGAS} decode faster than vLLM?")
+        assert premise_calls() == calls
 
 
 def test_a_draft_the_abstract_does_not_state_becomes_a_near_miss(scripted, scripted_llm):
