@@ -46,9 +46,13 @@ def vacuous(text: str, query: Query, decision: Decision) -> bool:
     return False
 
 
+# Where a sentence of a draft ends (English or Chinese punctuation, then space).
+_DRAFT_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
+
+
 def claims_of(text: str, marker: int) -> str:
     """The sentences of a verified answer that cite source `marker`, without their markers."""
-    sentences = re.split(r"(?<=[.!?。！？])\s+", text)
+    sentences = _DRAFT_SENTENCE_END.split(text)
     own = [s for s in sentences if any(marker in marker_numbers(m) for m in SPACED_MARKER.findall(s))]
     return " ".join(SPACED_MARKER.sub("", s).strip() for s in own).strip()
 
@@ -63,7 +67,7 @@ def explained(statement: str) -> list[str]:
     on the large benchmark because it prunes more weights … while keeping accuracy") holds with its
     true reason; judged alone it does not."""
     claims = []
-    for sentence in re.split(r"(?<=[.!?。！？])\s+", statement):
+    for sentence in _DRAFT_SENTENCE_END.split(statement):
         parts = _REASON.split(sentence, maxsplit=1)
         claim = parts[0].strip(" ,，")
         if len(parts) == 2 and (len(claim.split()) >= 3 or (has_cjk(claim) and len(claim) >= 6)):
