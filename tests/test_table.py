@@ -16,11 +16,12 @@ import pytest
 from assistant import Assistant
 from assistant.cite import make_citation
 from assistant.errors import QuestionError
+from assistant.evaluation.dataset import paper_key
 from assistant.evaluation.tables import TABLES_PATH, load_tables, score_cell, score_rows
 from assistant.table import CELL_ANSWER_CHARS, _parse, check_columns, resolve_papers, to_csv, to_markdown
 from assistant.types import NOT_STATED, Cell, Row, Table
 
-from support import ARM, FEDERATED, ISA, VEGAS, make_settings, run_cli
+from support import ARM, FEDERATED, ISA, VEGAS, bundled_papers, make_settings, run_cli
 
 SPEEDUP = "What speedup does it report?"
 
@@ -268,6 +269,16 @@ def test_the_held_out_table_set_has_topics_of_its_own():
     own = {i["topic"] for i in load_tables(TABLES_PATH)}
     held = load_tables(TABLES_PATH.with_name("tables_heldout.jsonl"))
     assert len(held) >= 10 and not own & {i["topic"] for i in held}
+
+
+def test_the_check_table_set_has_topics_of_its_own_and_quotes_its_facts_verbatim():
+    seen = {i["topic"] for name in ("tables.jsonl", "tables_heldout.jsonl") for i in load_tables(TABLES_PATH.with_name(name))}
+    check = load_tables(TABLES_PATH.with_name("tables_check.jsonl"))
+    papers = {paper.id: paper for paper in bundled_papers().values()}
+    facts = [(fact, paper_key(cell["source"], cell["ordinal"])) for item in check for column in item["columns"]
+             for cell in column["cells"] for fact in cell["facts"] or []]
+    assert len(check) >= 8 and not seen & {i["topic"] for i in check}
+    assert facts and all(fact in papers[key].abstract for fact, key in facts)
 
 
 def test_a_table_set_line_missing_a_cell_is_rejected(tmp_path):
