@@ -13,9 +13,7 @@ from .query import Query
 from .replies import Reply
 from .text import SPACED_MARKER, has_cjk, marker_numbers
 from .types import Citation
-from .wording import STOPWORDS, generic, question_names
-
-_NEGATIONS = frozenset({"not", "no", "never", "without", "neither", "nor", "cannot", "fails", "fail"})
+from .wording import NEGATIONS, STOPWORDS, generic, question_names
 
 
 def copied(statement: str, sentences: list[str]) -> bool:
@@ -26,7 +24,7 @@ def copied(statement: str, sentences: list[str]) -> bool:
     words = re.findall(r"[\w.%×-]+", statement.lower())
     if not words or len(words) > 8:
         return False
-    content = [w.strip(".") for w in words if w in _NEGATIONS or w not in STOPWORDS]
+    content = [w.strip(".") for w in words if w in NEGATIONS or w not in STOPWORDS]
     return any(all(w in sentence for w in content) for sentence in map(str.lower, sentences))
 
 

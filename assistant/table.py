@@ -12,7 +12,8 @@ questions. Each cell is decided on one paper's own sentences, like a single-pape
 - a yes/no column's "yes" or "no" is the answer itself, quoted with the sentence that says so: the
   one its words come from, else the one the cross-encoder reads as answering the column. It is
   stated only where the cross-encoder finds that sentence answers the column (`YES_NO_EVIDENCE`):
-  the model says a bare "yes" as readily when the abstract is silent.
+  the model says a bare "yes" as readily when the abstract is silent. An answer that only names one
+  of the column's alternatives ("molecular" for "Is it applied to molecular or protein systems?") is a yes.
 The model does not number the sentence its answer comes from: a 1.5B model often numbered the
 wrong one (the application moved the quote anyway), and the grammar's forced characters of that
 field slowed every cell (the evaluation README, "Constants").
@@ -210,6 +211,10 @@ class TableBuilder:
             return Cell(r, c, paper, question, "", "failed", None, str(exc))
         if not text or _DECLINE.match(text) or wording.DECLINES.search(text):
             return not_stated("The model found no sentence that states it.")
+        if intent.slot == "yes_no" and not _POLARITY.match(text) and _affirms(text, question):
+            # The model named what the paper does instead of saying yes ("fine-tune" for "Does it fine-tune
+            # or retrain the model?"): a yes, quoted as a bare yes is (3 cells of tables.jsonl, none wrong).
+            text = f"yes, {text}"
         if intent.slot == "yes_no" and (polarity := _POLARITY.match(text)):
             return self._yes_no(r, c, paper, question, text, polarity, sentences, evidence, shown)
         text = _as_written(text, sentences, shown)
@@ -291,6 +296,13 @@ def _measures(intent: Intent, question: str, quote: str) -> bool:
         return True
     quote_stems = set(wording.stems(quote))
     return any(slots.covered(t, quote_stems, quote) for t in terms)
+
+
+def _affirms(text: str, question: str) -> bool:
+    """Whether an answer to a yes/no column that says neither yes nor no only repeats the question's
+    words, none of them a negation: it names the alternative the paper takes ("molecular" for "Is it
+    applied to molecular or protein systems?"), where "without retraining" or "training-free" does not."""
+    return slots.adds_nothing(text, question) and not set(re.findall(r"[a-z]+", text.lower())) & wording.NEGATIONS
 
 
 def _as_written(text: str, sentences: Sentences, shown: list[int]) -> str:

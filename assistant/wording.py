@@ -39,6 +39,9 @@ STOPWORDS = frozenset(
     achieves achieved reach reaches reached reaching obtain obtains obtained""".split()
 )
 
+# Words that turn a statement into its opposite: kept where stop words are dropped.
+NEGATIONS = frozenset({"not", "no", "never", "without", "neither", "nor", "cannot", "fails", "fail"})
+
 # Ways a model says it cannot answer ("The abstract does not mention the batch size").
 DECLINES = re.compile(
     r"\b(?:do(?:es)? not (?:contain|provide|mention|specify|state|include|say|give|report)|no (?:information|mention)|"

@@ -149,6 +149,17 @@ def test_a_yes_no_answer_keeps_its_words_where_a_sentence_holds_them(scripted, s
     assert "we propose Vegas" in cell.citation.quote
 
 
+def test_an_answer_that_names_one_of_a_yes_no_columns_alternatives_is_a_yes(scripted, scripted_llm):
+    # Asked "X or Y?", the small model often answers "X" alone: it takes that alternative.
+    cell = one_cell(scripted, scripted_llm, "sparse attention", "Does it use sparse or dense attention?")
+    assert cell.status == "stated" and cell.text == "yes" and "sparse attention" in cell.citation.quote
+
+
+def test_a_negated_alternative_is_not_read_as_a_yes(scripted, scripted_llm):
+    cell = one_cell(scripted, scripted_llm, "without dense attention", "Does it use sparse or dense attention?")
+    assert cell.status == "not_stated"
+
+
 def test_a_yes_that_no_sentence_says_is_not_stated(scripted, scripted_llm):
     # The small model answers "yes" as readily when the abstract is silent (Vegas states no theory).
     cell = one_cell(scripted, scripted_llm, "yes", "Does it provide theoretical guarantees?")
