@@ -213,7 +213,7 @@ class TableBuilder:
             return not_stated("The model found no sentence that states it.")
         if intent.slot == "yes_no" and not _POLARITY.match(text) and _affirms(text, question):
             # The model named what the paper does instead of saying yes ("fine-tune" for "Does it fine-tune
-            # or retrain the model?"): a yes, quoted as a bare yes is (3 cells of tables.jsonl, none wrong).
+            # or retrain the model?"): a yes, quoted as a bare yes is (the evaluation README, "Tables").
             text = f"yes, {text}"
         if intent.slot == "yes_no" and (polarity := _POLARITY.match(text)):
             return self._yes_no(r, c, paper, question, text, polarity, sentences, evidence, shown)
