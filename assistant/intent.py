@@ -59,6 +59,10 @@ _TOPIC_TAIL = re.compile(
     r"|\s+papers\s*\??)$",
     re.IGNORECASE,
 )
+# A second question after the topic ("conformal methods, and for what?", "mixture-of-experts, and how do
+# they differ?"): asked of the listed papers, not part of what they are about.
+_TOPIC_SECOND_QUESTION = re.compile(r",?\s+and\s+(?:for |in |on |with )?(?:what|which|how|why|where|when|who)\b.*$",
+                                    re.IGNORECASE)
 # What the frame leaves of a second verb ("use or analyse GRPO") and a leading article.
 _TOPIC_LEAD = re.compile(r"^(?:(?:or|and|and/or)\s+[\w-]+\s+(?=\S))?(?:(?:a|an|the)\s+(?=\S))?", re.IGNORECASE)
 _COMPARE = re.compile(
@@ -186,7 +190,7 @@ def read_question(question: str, original: str = "") -> Intent:
             topic = q[: tail.start()].strip(" ?.!")
         else:
             topic = _TOPIC_FRAME.sub("", q, count=1).strip(" ?.!") if _TOPIC_FRAME.match(q) else q
-        topic = _TOPIC_LEAD.sub("", topic, count=1)
+        topic = _TOPIC_SECOND_QUESTION.sub("", _TOPIC_LEAD.sub("", topic, count=1))
         return Intent("topic", "papers", "", topic or q)
     which = bool(_WHICH_PAPER.search(q))
     # "... depends on how many requests show up", "tell how much to trust": an embedded clause

@@ -109,6 +109,9 @@ def test_the_focus_is_what_the_question_asks_for_in_its_own_words() -> None:
     assert read_question("How large a speedup does the video model get?").focus == "speedup"  # the noun, not "large"
     assert read_question("Which papers are about routing tokens to experts?").topic == "routing tokens to experts"
     assert read_question("Which papers involve in-context learning?").topic == "in-context learning"  # not "volve …"
+    # A second question after the topic is asked of the listed papers; it is not what they are about.
+    assert read_question("Which papers use conformal methods, and for what?").topic == "conformal methods"
+    assert read_question("Which papers use mixture-of-experts, and how do they differ?").topic == "mixture-of-experts"
     assert read_question("What are the three components it combines?").focus == "components"  # a count qualifies
     assert read_question("What kinds of visual prompts did they try?").focus == "visual prompts"
     assert read_question("how much can the method reduce latency?").focus == "reduce latency"  # the verb and its object
