@@ -12,7 +12,9 @@ questions. Each cell is decided on one paper's own sentences, like a single-pape
 - a yes/no column's "yes" or "no" is the answer itself, quoted with the sentence that says so: the
   one its words come from, else the one the cross-encoder reads as answering the column. It is
   stated only where the cross-encoder finds that sentence answers the column (`YES_NO_EVIDENCE`):
-  the model says a bare "yes" as readily when the abstract is silent. An answer that only names one
+  the model says a bare "yes" as readily when the abstract is silent; or where the model is sure of
+  its answer (its first word's log-probability against that of "not", fitted by the evaluation's
+  fit_cells.py: `assistant/data/cells.json`). An answer that only names one
   of the column's alternatives ("molecular" for "Is it applied to molecular or protein systems?") is a yes.
 The model does not number the sentence its answer comes from: a 1.5B model often numbered the
 wrong one (the application moved the quote anyway), and the grammar's forced characters of that
@@ -27,6 +29,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import json
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -38,6 +41,7 @@ from . import slots, topic_choice, wording
 from .chunk import count_tokens
 from .cite import has_number, make_citation, numbers_in
 from .intent import Intent, read_question
+from .kinds import DATA
 from .config import Settings
 from .evidence import ScoredSentence, Sentences, SentenceBank, score_sentences, strongest
 from .errors import LLMError, LLMUnavailableError, QuestionError
@@ -110,6 +114,9 @@ class TableBuilder:
         self.prompts = prompts
         self.topics = topics  # chooses a topic's papers, as for a topic question
         self.reranker = reranker  # the cross-encoder: which sentence says yes or no to a yes/no column
+        # The least log-odds of the model's yes or no against its "not" for the answer to stand without
+        # the cross-encoder's sentence (`_yes_no`), written by the evaluation's fit_cells.py.
+        self.sure_odds = float(json.loads((DATA / "cells.json").read_text(encoding="utf-8"))["sure_odds"])
 
     def topic_rows(self, topic: str, source: str | None = None, notices: list[str] | None = None) -> tuple[list[Row], list[Row]]:
         """The papers on `topic`, each with the sentence of its abstract that shows it, and those possibly
@@ -237,12 +244,12 @@ class TableBuilder:
                 sentences: Sentences, evidence: list[ScoredSentence], shown: list[int]) -> Cell:
         """A yes/no column's cell: the model's "yes" or "no" (`polarity`, with its words where a sentence
         holds them), quoted with the sentence that says so, or "not stated" when the cross-encoder finds
-        no shown sentence that answers the column."""
+        no shown sentence that answers the column and the model is not sure of its answer (`sure`)."""
         answer, words = polarity.group(1).lower(), text[polarity.end():].strip()
         scores = self.reranker(question, [sentences.clean[i] for i in shown])
         located = _locate(words, sentences, shown) if words and not slots.adds_nothing(words, question) else []
         index = located[0] if located else shown[int(np.argmax(scores))]
-        if scores[shown.index(index)] < YES_NO_EVIDENCE:
+        if scores[shown.index(index)] < YES_NO_EVIDENCE and not self.sure(paper, sentences, shown, question, answer):
             return Cell(r, c, paper, question, NOT_STATED, "not_stated", None,
                         f"The model said {answer!r}, but no sentence of the abstract says so.")
         if located:
@@ -250,6 +257,26 @@ class TableBuilder:
             answer = f"{answer}, {complete(words, sentence) if was_cut(text, sentence) else words}"
         citation = make_citation(1, paper, sentences.raw, [index], evidence[index].score)
         return Cell(r, c, paper, question, answer, "stated", citation)
+
+    def sure_of(self, paper: Paper, sentences: Sentences, shown: list[int], question: str, answer: str) -> float | None:
+        """The model's log-odds of opening its reply to the cell's prompt with `answer` ("yes" or "no")
+        rather than with "not" (of "not stated"): its prompt is at hand, so this reads nothing new. None
+        where the backend gives no log-probabilities or the model fails."""
+        try:
+            found = self.llm().choice_logprobs(self._messages(paper, sentences, shown, question), [answer, "not"])
+        except LLMUnavailableError:
+            raise
+        except LLMError:
+            return None
+        return None if found is None else found[answer] - found["not"]
+
+    def sure(self, paper: Paper, sentences: Sentences, shown: list[int], question: str, answer: str) -> bool:
+        """Whether the model is sure enough of its yes or no for it to stand where the cross-encoder
+        finds no sentence that says so (`sure_odds`): on the project's table set, its sure answers were
+        right in direction where the gate had dropped them, and "not stated" held on every set (the
+        evaluation README, "Yes/no columns")."""
+        odds = self.sure_of(paper, sentences, shown, question, answer)
+        return odds is not None and odds >= self.sure_odds
 
     def _messages(self, paper: Paper, sentences: Sentences, shown: list[int], question: str) -> list[dict[str, str]]:
         """The cell's prompt: the instructions (with a worked example), then the paper's sentences, then the question

@@ -166,6 +166,22 @@ def test_a_yes_that_no_sentence_says_is_not_stated(scripted, scripted_llm):
     assert cell.status == "not_stated" and cell.citation is None and "no sentence" in cell.note
 
 
+def test_a_yes_the_model_is_sure_of_stands_where_no_sentence_is_found_to_say_so(scripted, scripted_llm):
+    # Its first word "yes" far likelier than "not" (of "not stated"): the answer stands, quoted with the
+    # sentence the cross-encoder reads as closest to answering the column.
+    scripted_llm.first_tokens = lambda messages: {"yes": -0.05, "not": -4.0}
+    cell = one_cell(scripted, scripted_llm, "yes", "Does it provide theoretical guarantees?")
+    assert cell.status == "stated" and cell.text == "yes" and cell.citation is not None
+    assert cell.paper.abstract[cell.citation.spans[0].start:cell.citation.spans[0].end] == cell.citation.spans[0].text
+
+
+def test_a_yes_the_model_is_unsure_of_and_no_sentence_says_is_not_stated(scripted, scripted_llm):
+    scripted_llm.first_tokens = lambda messages: {"yes": -0.6, "not": -1.0}
+    cell = one_cell(scripted, scripted_llm, "yes", "Does it provide theoretical guarantees?")
+    assert cell.status == "not_stated" and cell.citation is None
+    assert scripted_llm.judged, "the model was asked how sure it is"
+
+
 def test_a_small_number_is_written_as_its_sentence_spells_it(scripted, scripted_llm):
     # The abstract says "two key insights"; the model answers with the digit.
     cell = one_cell(scripted, scripted_llm, "2", "How many key insights is the design grounded in?", ISA)
