@@ -251,7 +251,7 @@ class TableBuilder:
         index = located[0] if located else shown[int(np.argmax(scores))]
         if scores[shown.index(index)] < YES_NO_EVIDENCE and not self.sure(paper, sentences, shown, question, answer):
             return Cell(r, c, paper, question, NOT_STATED, "not_stated", None,
-                        f"The model said {answer!r}, but no sentence of the abstract says so.")
+                        f"The model said {answer!r}, but no sentence of the abstract says so and the model is not sure of it.")
         if located:
             sentence = sentences.clean[index]
             answer = f"{answer}, {complete(words, sentence) if was_cut(text, sentence) else words}"
@@ -272,9 +272,9 @@ class TableBuilder:
 
     def sure(self, paper: Paper, sentences: Sentences, shown: list[int], question: str, answer: str) -> bool:
         """Whether the model is sure enough of its yes or no for it to stand where the cross-encoder
-        finds no sentence that says so (`sure_odds`): on the project's table set, its sure answers were
-        right in direction where the gate had dropped them, and "not stated" held on every set (the
-        evaluation README, "Yes/no columns")."""
+        finds no sentence that says so (`sure_odds`): stated cells right 80 -> 83 of 128 on the project's
+        table set, 32 -> 33 of 49 held out, "not stated" unchanged on every set (the evaluation README,
+        "Yes/no columns")."""
         odds = self.sure_of(paper, sentences, shown, question, answer)
         return odds is not None and odds >= self.sure_odds
 
