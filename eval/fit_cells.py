@@ -28,8 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 import assistant  # noqa: E402,F401  (offline environment first)
 from assistant.api import Assistant  # noqa: E402
-from assistant.evaluation.dataset import paper_key  # noqa: E402
-from assistant.evaluation.tables import load_tables, score_cell  # noqa: E402
+from assistant.evaluation.tables import load_tables, score_table  # noqa: E402
 from assistant.kinds import DATA  # noqa: E402
 
 FIT = ROOT / "eval" / "tables.jsonl"
@@ -63,18 +62,13 @@ def remember(a: Assistant) -> None:
 def score(a: Assistant, path: Path) -> dict[str, Any]:
     """Every table of `path` over its gold papers, its cells scored: right / all, stated and not stated."""
     counts = {"stated": [0, 0], "yes_no": [0, 0], "not_stated": [0, 0]}
+    abstracts = {p.id: p.abstract for p in a.papers}
     for item in load_tables(path):
-        papers = [paper_key(g["source"], g["ordinal"]) for g in item["gold"]]
-        table = a.table([c["question"] for c in item["columns"]], papers=papers)
-        rows = [row.paper.id for row in table.rows]
-        for c, column in enumerate(item["columns"]):
-            for gold in column["cells"]:
-                cell = table.cells[rows.index(paper_key(gold["source"], gold["ordinal"]))][c].to_json()
-                right = score_cell(cell, gold["facts"], gold.get("answer"))
-                kinds = ["not_stated"] if gold["facts"] is None else ["stated"] + (["yes_no"] if gold.get("answer") else [])
-                for kind in kinds:
-                    counts[kind][0] += int(right)
-                    counts[kind][1] += 1
+        for cell in score_table(a, item, abstracts)[0]:
+            kinds = ["not_stated"] if cell["gold"] is None else ["stated"] + (["yes_no"] if cell["answer"] else [])
+            for kind in kinds:
+                counts[kind][0] += int(cell["correct"])
+                counts[kind][1] += 1
     return {kind: {"right": r, "n": n} for kind, (r, n) in counts.items()}
 
 

@@ -90,26 +90,36 @@ def run_tables(assistant: Any, items: Sequence[dict[str, Any]], cells: bool = Tr
                                   "recall_with_related": score_rows(chosen + also, gold)["recall"], "cells": []}
         if cells and item["columns"]:
             started = time.perf_counter()
-            table = assistant.table([c["question"] for c in item["columns"]], papers=gold)
+            result["cells"], table = score_table(assistant, item, abstracts)
             result["seconds"] = round(time.perf_counter() - started, 2)
             result["first_cell"] = round(table.timings.get("first_cell", 0.0), 2)
-            for c, column in enumerate(item["columns"]):
-                facts = {paper_key(x["source"], x["ordinal"]): x["facts"] for x in column["cells"]}
-                answers = {paper_key(x["source"], x["ordinal"]): x.get("answer") for x in column["cells"]}
-                for r, paper_id in enumerate(gold):
-                    cell = table.cells[r][c].to_json()
-                    citations = [cell["citation"]] if cell["citation"] else []
-                    result["cells"].append({
-                        "paper": paper_id, "question": column["question"], "gold": facts[paper_id],
-                        "status": cell["status"], "text": cell["text"], "note": cell["note"],
-                        "quote": cell["citation"]["quote"] if cell["citation"] else "",
-                        "correct": score_cell(cell, facts[paper_id], answers[paper_id]),
-                        "quote_problems": quote_problems(citations, abstracts),
-                    })
         results.append(result)
         if progress:
             progress(done, len(items))
     return results
+
+
+def score_table(assistant: Any, item: dict[str, Any], abstracts: dict[str, str]) -> tuple[list[dict[str, Any]], Any]:
+    """`item`'s table over its gold papers (`Assistant.table`) and each of its cells scored (`score_cell`),
+    with the gold facts and yes/no answer it was scored against; `abstracts` (paper id -> abstract)
+    check the quotes."""
+    gold = [paper_key(g["source"], g["ordinal"]) for g in item["gold"]]
+    table = assistant.table([c["question"] for c in item["columns"]], papers=gold)
+    cells = []
+    for c, column in enumerate(item["columns"]):
+        facts = {paper_key(x["source"], x["ordinal"]): x["facts"] for x in column["cells"]}
+        answers = {paper_key(x["source"], x["ordinal"]): x.get("answer") for x in column["cells"]}
+        for r, paper_id in enumerate(gold):
+            cell = table.cells[r][c].to_json()
+            citations = [cell["citation"]] if cell["citation"] else []
+            cells.append({
+                "paper": paper_id, "question": column["question"], "gold": facts[paper_id],
+                "answer": answers[paper_id], "status": cell["status"], "text": cell["text"], "note": cell["note"],
+                "quote": cell["citation"]["quote"] if cell["citation"] else "",
+                "correct": score_cell(cell, facts[paper_id], answers[paper_id]),
+                "quote_problems": quote_problems(citations, abstracts),
+            })
+    return cells, table
 
 
 def summarize_tables(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
