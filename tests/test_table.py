@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from assistant import Assistant
+from assistant import Assistant, topic_choice
 from assistant.cite import make_citation
 from assistant.errors import QuestionError
 from assistant.evaluation.dataset import paper_key
@@ -67,6 +67,25 @@ def test_a_topic_chooses_its_papers_each_with_the_sentence_that_shows_it(weighin
         span = row.reason.spans[0]
         assert row.paper.abstract[span.start:span.end] == span.text
         assert "Federated" in span.text
+
+
+def test_a_topics_sentences_are_each_read_once_against_one_part_of_it(small_assistant):
+    topic = "federated learning or diffusion models"
+    engine = small_assistant.engine
+    calls: list[tuple[str, list[str]]] = []
+
+    def rerank(query, texts):
+        calls.append((query, list(texts)))
+        return engine.topics.rerank(query, texts)
+
+    vector = engine.encode([topic])[0]
+    candidates = small_assistant.retriever.retrieve(topic, k=20, embedding=vector.tolist())
+    rows = topic_choice.topic_features(topic, vector, candidates, engine.sentences, rerank)
+    *sentence_calls, (abstract_query, abstracts) = calls
+    read = [text for _, texts in sentence_calls for text in texts]
+    assert {query for query, _ in sentence_calls} <= set(topic_choice.topic_parts(topic))
+    assert len(sentence_calls) >= 2 and len(read) == len(set(read))
+    assert abstract_query == topic and len(abstracts) == len([r for r in rows if r[2][2] != topic_choice.UNRELATED_LOGIT])
 
 
 def test_a_topic_longer_than_a_question_may_be_is_an_error_that_says_so(small_assistant):
