@@ -85,7 +85,9 @@ def test_a_topics_sentences_are_each_read_once_against_one_part_of_it(small_assi
     read = [text for _, texts in sentence_calls for text in texts]
     assert {query for query, _ in sentence_calls} <= set(topic_choice.topic_parts(topic))
     assert len(sentence_calls) >= 2 and len(read) == len(set(read))
-    assert abstract_query == topic and len(abstracts) == len([r for r in rows if r[2][2] != topic_choice.UNRELATED_LOGIT])
+    sentence_logit = topic_choice.TOPIC_FEATURES.index("sentence logit")
+    read_whole = [p for p, _, features in rows if features[sentence_logit] != topic_choice.UNRELATED_LOGIT]
+    assert abstract_query == topic and len(abstracts) == len(read_whole)
 
 
 def test_a_topic_longer_than_a_question_may_be_is_an_error_that_says_so(small_assistant):
