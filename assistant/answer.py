@@ -26,7 +26,7 @@ from .chunk import count_tokens
 from .cite import Source, make_citation, verify
 from .config import Settings
 from .decide import ONE_PAPER_KINDS, READ_CANDIDATES, Decision, first_paper_leads, plan, reading_order
-from .intent import read_question
+from .intent import asks_two, read_question
 from .slots import focus_sentences
 from .errors import LLMError
 from .evidence import ScoredSentence, SentenceBank
@@ -114,10 +114,9 @@ class AnswerEngine:
     def _answering(self, query: Query, source: Source, candidates: list[ScoredSentence],
                    likely: bool) -> tuple[int | None, int | None]:
         """Of `candidates` (sentences of `source`, best first): the first the judge finds answers the
-        question and the first it finds does not (either None; `likely`: see `Judge.sentence_answers`).
-        It stops at the first that answers where that is the answer (`likely`), else at the first that
-        does not. A backend without log-probabilities cannot judge: no sentence is taken to answer
-        (similarity alone does not tell an answering sentence from a near miss's)."""
+        question and the first it finds does not (either None; `likely`: see `Judge.sentence_answers`),
+        stopping at the first that answers (`likely`) or does not. Without log-probabilities no sentence
+        is taken to answer (similarity does not tell an answering sentence from a near miss's)."""
         ask = self.prompter.about(source.paper)
         answering = not_answering = None
         for sentence in candidates:
@@ -134,13 +133,11 @@ class AnswerEngine:
 
     def _unanswered(self, query: Query, passages: list[Passage], decision: Decision | None, notices: list[str],
                     likely: bool = False) -> replies.Reply:
-        """The evidence does not answer. Out of scope: say so. A paper found: a near miss quoting the
-        sentence of its abstract that comes closest, one the judge finds does not answer (a sentence it
-        finds does answer is the answer instead). Else: a refusal naming the closest papers, unless the
-        closest paper's best sentence is found to answer after all. `likely`: the answer rule found the
+        """The evidence does not answer. Out of scope: say so. A paper found: a near miss quoting its closest
+        sentence the judge finds does not answer (one it finds answers is the answer, for a question that
+        asks two things). Else: a refusal naming the closest papers. `likely`: the answer rule found the
         question answerable and a draft failed; then the two closest sentences are judged, readily (a
-        comparison of two papers quotes each side's best two instead). A judgement the model could not
-        make is added to `notices`."""
+        comparison quotes each side's best two instead). Failed judgements are added to `notices`."""
         language = query.language
         if query.kind.p("out_of_scope") >= OUT_OF_SCOPE and (decision is None or not decision.named):
             return replies.out_of_scope(self.prompts, len(self.retriever.papers), language)
@@ -195,6 +192,13 @@ class AnswerEngine:
                 return replies.extractive([(source, [rescue])], language, query.kind.kind == "which_paper")
         if subject is None:
             return replies.refusal(self.prompts, passages, language)
+        if not likely and asks_two(query.english):
+            # Two questions joined: the word rules read one asked detail, so the judge decides, at its own
+            # threshold (evaluation README, "A question that asks two things").
+            answered = [c.index for c in candidates if (odds := self._sentence_odds(query, source, c.index, notices))
+                        is not None and odds >= self.judge.fitted.sentence_threshold]
+            if answered:
+                return replies.extractive([(source, answered)], language)
         # The rule found it not answerable: a sentence the judge finds answers is not quoted as the closest
         # (the rule outweighs one sentence's judgement, and a reply must not contradict itself).
         return replies.near_miss(self.prompts, source, not_answering, language)
@@ -243,14 +247,11 @@ class AnswerEngine:
 
     def _by_reading(self, query: Query, passages: list[Passage]) -> list[Passage]:
         """The first `READ_CANDIDATES` passages ordered by their retrieval score plus the fitted weight
-        times the model's log-odds that the paper is about the question (asked as the topic judge asks,
-        after the paper's kept abstract): a question that describes a paper in other words finds it
-        among the first three nearly always, but first only two times in three on questions written by
-        others (the evaluation README, "Ordering by the model's reading"). The scores stay retrieval's.
-        Retrieval's order where a paper is not kept (reading it would cost seconds), the backend gives
-        no log-probabilities, or the model fails (the draft then says so). Nor is anything asked when
-        the first paper leads the second by `lone_paper_margin`: retrieval is then sure enough that the
-        answer reads that paper alone (`decide.choose_papers`), and a reading costs 0.4-0.6 s a paper."""
+        times the model's log-odds that the paper is about the question, asked after its kept abstract
+        (evaluation README, "Ordering by the model's reading"); the scores stay retrieval's. Retrieval's
+        order where a paper is not kept, the backend gives no log-probabilities or the model fails, and
+        where the first paper leads the second by `lone_paper_margin` (`decide.choose_papers` then reads
+        it alone; a reading costs 0.4-0.6 s a paper)."""
         head, weight = passages[:READ_CANDIDATES], self.judge.fitted.reading_weight
         if not weight or len(head) < 2 or first_paper_leads([p.score for p in head], self.settings.lone_paper_margin):
             return passages

@@ -59,10 +59,11 @@ _TOPIC_TAIL = re.compile(
     r"|\s+papers\s*\??)$",
     re.IGNORECASE,
 )
-# A second question after the topic ("conformal methods, and for what?", "mixture-of-experts, and how do
-# they differ?"): asked of the listed papers, not part of what they are about.
-_TOPIC_SECOND_QUESTION = re.compile(r",?\s+and\s+(?:for |in |on |with )?(?:what|which|how|why|where|when|who)\b.*$",
-                                    re.IGNORECASE)
+# A second question joined to the first ("conformal methods, and for what?", "… on SVHN and under what
+# Dirichlet coefficient?"): after a topic it is asked of the listed papers, not part of what they are
+# about; after a question about one paper it asks a second detail (`asks_two`).
+SECOND_QUESTION = re.compile(r",?\s+and\s+(?:for |in |on |with |under )?(?:what|which|how|why|where|when|who)\b.*$",
+                             re.IGNORECASE)
 # What the frame leaves of a second verb ("use or analyse GRPO") and a leading article.
 _TOPIC_LEAD = re.compile(r"^(?:(?:or|and|and/or)\s+[\w-]+\s+(?=\S))?(?:(?:a|an|the)\s+(?=\S))?", re.IGNORECASE)
 _COMPARE = re.compile(
@@ -172,6 +173,12 @@ def _clean_focus(phrase: str) -> str:
 _WHICH_PAPER_ZH = re.compile(r"哪一?篇|哪些(?:论文|文章|工作|研究)|哪一?[个项份](?:论文|文章|工作|研究)")
 
 
+def asks_two(question: str) -> bool:
+    """Whether the question joins a second question to its first ("Which architectures …, and what kind
+    of cohorts …?"): each asks its own detail, which the word rules' one asked detail does not cover."""
+    return bool(SECOND_QUESTION.search(question.strip()))
+
+
 def read_question(question: str, original: str = "") -> Intent:
     """The kind of question, its asked slot and focus. `question` is English (callers pass the
     English query); `original` is the question as typed, read for a Chinese "which paper"."""
@@ -190,7 +197,7 @@ def read_question(question: str, original: str = "") -> Intent:
             topic = q[: tail.start()].strip(" ?.!")
         else:
             topic = _TOPIC_FRAME.sub("", q, count=1).strip(" ?.!") if _TOPIC_FRAME.match(q) else q
-        topic = _TOPIC_SECOND_QUESTION.sub("", _TOPIC_LEAD.sub("", topic, count=1))
+        topic = SECOND_QUESTION.sub("", _TOPIC_LEAD.sub("", topic, count=1))
         return Intent("topic", "papers", "", topic or q)
     which = bool(_WHICH_PAPER.search(q))
     # "... depends on how many requests show up", "tell how much to trust": an embedded clause

@@ -14,7 +14,7 @@ import pytest
 from assistant import Answer
 from assistant.prompting import AnswerField
 from assistant.followups import conversation_query, refers_back
-from assistant.intent import read_question
+from assistant.intent import asks_two, read_question
 from assistant.slots import adds_nothing, asked_for, states
 from assistant.topic_choice import Likeness, TopicMember, topic_parts
 from assistant.types import Passage
@@ -57,6 +57,21 @@ from fakes import Fault, judging_model
 def test_the_kind_and_asked_slot_of_a_question(question: str, kind: str, slot: str) -> None:
     intent = read_question(question)
     assert (intent.kind, intent.slot) == (kind, slot)
+
+
+@pytest.mark.parametrize(
+    "question, two",
+    [
+        ("Which architectures were the autoencoders trained on, and what kind of cohorts were studied?", True),
+        ("What accuracy gain does it report on SVHN and under what Dirichlet coefficient?", True),
+        ("How many models and how many value theories did the study cover?", True),
+        ("What regret bound does Way-SE achieve for one-sided learning?", False),
+        ("Which papers study pruning and quantization?", False),
+        ("How do ARM and Vegas differ?", False),
+    ],
+)
+def test_a_question_that_joins_a_second_question_to_the_first_is_told(question: str, two: bool) -> None:
+    assert asks_two(question) is two
 
 
 @pytest.mark.parametrize(

@@ -145,6 +145,22 @@ def test_where_the_rule_finds_no_answer_a_sentence_judged_to_answer_is_not_quote
     assert drafts(scripted_llm) == [], "the rule refused before any draft"
 
 
+def test_a_question_asking_two_things_is_answered_from_the_closest_sentences_the_judge_finds_answer(scripted, scripted_llm):
+    # The rule refuses before any draft, as for one asked detail above; but the word rules read one asked
+    # detail, so for two joined questions the judge's finding decides.
+    scripted_llm.first_tokens = judging_model(declines=True, sentence=lambda content: True)
+    answer = scripted.ask(f"What batch size does {VEGAS} draft with, and which GPUs does it run on?")
+    assert answer.status == "answered" and not answer.refused
+    assert answer.text.startswith(f"The {VEGAS} abstract says:") and "does not" not in answer.text
+    assert drafts(scripted_llm) == []
+
+
+def test_a_question_asking_two_things_that_no_close_sentence_answers_is_a_near_miss(scripted, scripted_llm):
+    scripted_llm.first_tokens = judging_model(declines=True, sentence=lambda content: False)
+    answer = scripted.ask(f"What batch size does {VEGAS} draft with, and which GPUs does it run on?")
+    assert answer.refused and answer.text.startswith(f"The {VEGAS} abstract [1] does not answer that question.")
+
+
 def test_a_sentence_that_carries_the_asked_figure_answers_only_where_the_model_leans_to_it(scripted, scripted_llm):
     vague = f"{VEGAS} decodes faster than default vLLM [1]."  # no figure for "how much": the draft fails
     scripted_llm.first_tokens = judging_model(sentence=lambda content: "2.81" in content)
