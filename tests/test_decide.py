@@ -62,9 +62,9 @@ def test_the_kind_and_asked_slot_of_a_question(question: str, kind: str, slot: s
 @pytest.mark.parametrize(
     "question, two",
     [
-        ("Which architectures were the autoencoders trained on, and what kind of cohorts were studied?", True),
-        ("What accuracy gain does it report on SVHN and under what Dirichlet coefficient?", True),
-        ("How many models and how many value theories did the study cover?", True),
+        ("Which optimizer did they train with, and what learning rate did they pick?", True),
+        ("What speedup does it report on long prompts and under what batch size?", True),
+        ("How many layers and how many heads does the model have?", True),
         ("What regret bound does Way-SE achieve for one-sided learning?", False),
         ("Which papers study pruning and quantization?", False),
         ("How do ARM and Vegas differ?", False),
